@@ -1,0 +1,112 @@
+// Batched matrix product with broadcast batch axes, one BLAS GEMM per 2-D slice
+// (DESIGN.md #4). Transposes in backward are folded into the GEMM flags, not copied.
+#include <fmt/format.h>
+#include <xtensor/xbuilder.hpp>
+
+#include "autograd/gemm.hpp"
+#include "autograd/ops.hpp"
+
+namespace headroom {
+namespace {
+
+// For every output batch index, the element offset of the matching 2-D slice in
+// each operand (a broadcast axis contributes stride 0).
+struct BatchPlan {
+  Shape batch;                       // broadcast batch shape
+  std::vector<std::size_t> a_offset;  // per output batch, into a
+  std::vector<std::size_t> b_offset;  // per output batch, into b
+};
+
+std::vector<std::size_t> batch_offsets(const Shape& operand, const Shape& batch,
+                                       std::size_t matrix_size) {
+  const std::size_t nb = operand.size() - 2;  // operand's own batch axes
+  const std::size_t lead = batch.size() - nb;
+  // Strides (in matrices) of the operand's batch axes, aligned to `batch`.
+  std::vector<std::size_t> stride(batch.size(), 0);
+  std::size_t s = 1;
+  for (std::size_t i = nb; i-- > 0;) {
+    stride[lead + i] = operand[i] == 1 ? 0 : s;
+    s *= operand[i];
+  }
+  const std::size_t count = shape_size(batch);
+  std::vector<std::size_t> offsets(count);
+  std::vector<std::size_t> idx(batch.size(), 0);
+  for (std::size_t flat = 0; flat < count; ++flat) {
+    std::size_t off = 0;
+    for (std::size_t d = 0; d < batch.size(); ++d) off += idx[d] * stride[d];
+    offsets[flat] = off * matrix_size;
+    for (std::size_t d = batch.size(); d-- > 0;) {  // odometer increment
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return offsets;
+}
+
+}  // namespace
+
+template <typename T>
+Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
+  const Shape& as = a.shape();
+  const Shape& bs = b.shape();
+  if (as.size() < 2 || bs.size() < 2) {
+    throw ShapeError(fmt::format("matmul: operands need at least 2 axes: lhs {} vs rhs {}",
+                                 format_shape(as), format_shape(bs)));
+  }
+  const std::size_t m = as[as.size() - 2], k = as.back();
+  const std::size_t k2 = bs[bs.size() - 2], n = bs.back();
+  if (k != k2) {
+    throw ShapeError(fmt::format("matmul: inner dimensions differ: lhs {} vs rhs {}",
+                                 format_shape(as), format_shape(bs)));
+  }
+  const Shape a_batch(as.begin(), as.end() - 2);
+  const Shape b_batch(bs.begin(), bs.end() - 2);
+  BatchPlan plan;
+  try {
+    plan.batch = broadcast_shapes(a_batch, b_batch, "matmul");
+  } catch (const ShapeError&) {
+    throw ShapeError(fmt::format("matmul: batch axes cannot be broadcast: lhs {} vs rhs {}",
+                                 format_shape(as), format_shape(bs)));
+  }
+  plan.a_offset = batch_offsets(as, plan.batch, m * k);
+  plan.b_offset = batch_offsets(bs, plan.batch, k * n);
+
+  Shape out_shape = plan.batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  xt::xarray<T> y = xt::empty<T>(out_shape);
+  const T* pa = a.value().data();
+  const T* pb = b.value().data();
+  for (std::size_t i = 0; i < plan.a_offset.size(); ++i) {
+    gemm<T>(false, false, m, n, k, T(1), pa + plan.a_offset[i], k, pb + plan.b_offset[i], n, T(0),
+            y.data() + i * m * n, n);
+  }
+  return make_result<T>(
+      "matmul", std::move(y), {a.node(), b.node()},
+      [an = a.node(), bn = b.node(), plan, m, n, k](const xt::xarray<T>& g, const xt::xarray<T>&) {
+        const T* pg = g.data();
+        // dA_i += dC_i B_i^T and dB_i += A_i^T dC_i. Summing into the operand's own
+        // shape (beta = 1) also folds the broadcast batch axes.
+        if (an->requires_grad) {
+          xt::xarray<T> ga = xt::zeros<T>(an->value.shape());
+          for (std::size_t i = 0; i < plan.a_offset.size(); ++i) {
+            gemm<T>(false, true, m, k, n, T(1), pg + i * m * n, n, bn->value.data() + plan.b_offset[i],
+                    n, T(1), ga.data() + plan.a_offset[i], k);
+          }
+          accumulate_grad(*an, std::move(ga), "matmul");
+        }
+        if (bn->requires_grad) {
+          xt::xarray<T> gb = xt::zeros<T>(bn->value.shape());
+          for (std::size_t i = 0; i < plan.b_offset.size(); ++i) {
+            gemm<T>(true, false, k, n, m, T(1), an->value.data() + plan.a_offset[i], k, pg + i * m * n,
+                    n, T(1), gb.data() + plan.b_offset[i], n);
+          }
+          accumulate_grad(*bn, std::move(gb), "matmul");
+        }
+      });
+}
+
+template Tensor<float> matmul(const Tensor<float>&, const Tensor<float>&);
+template Tensor<double> matmul(const Tensor<double>&, const Tensor<double>&);
+
+}  // namespace headroom

@@ -1,0 +1,37 @@
+// headroom's one random number generator (DESIGN.md #6).
+//
+// xoshiro256** (Blackman and Vigna, 2018) seeded through splitmix64. Uniforms take
+// the top 53 bits of a draw; normals use the Box-Muller transform on two such
+// uniforms. Nothing goes through <random>'s distributions, whose algorithms differ
+// between standard libraries, so a seed gives the same numbers everywhere.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace headroom {
+
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed = 0);
+
+  std::uint64_t next_u64();
+  // Uniform in [0, 1).
+  double uniform();
+  // Uniform in [lo, hi).
+  double uniform(double lo, double hi);
+  // Uniform integer in [0, n); n must be positive.
+  std::uint64_t below(std::uint64_t n);
+  // Standard normal.
+  double normal();
+
+  // The full state, for checkpoints and exact resume.
+  using State = std::array<std::uint64_t, 4>;
+  State state() const { return s_; }
+  void set_state(const State& s) { s_ = s; }
+
+ private:
+  State s_;
+};
+
+}  // namespace headroom

@@ -1,0 +1,15 @@
+// Each `headroom` subcommand registers itself on the app and returns the function
+// that runs it once the command line has been parsed.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace headroom::cli {
+
+using Run = std::function<int()>;  // returns the process exit status
+
+Run add_gradcheck_command(CLI::App& app);
+
+}  // namespace headroom::cli
