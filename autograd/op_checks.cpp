@@ -246,7 +246,8 @@ std::vector<CaseDef> build_cases() {
                                  [](const Inputs& x) { return matmul(x[0], transpose(x[1])); }};
                }});
   c.push_back({"matmul", "size-1 edges", [=](Rng& r) {
-                 Inputs in{any({1, 1, dim(r, 2)}, r), any({dim(r, 2), 1}, r)};
+                 const std::size_t k = dim(r, 2);
+                 Inputs in{any({1, 1, k}, r), any({k, 1}, r)};
                  return Prepared{shapes_of(in, " @ "), in, [](const Inputs& x) { return matmul(x[0], x[1]); }};
                }});
 

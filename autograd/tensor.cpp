@@ -37,6 +37,26 @@ std::string first_non_finite(const xt::xarray<T>& a) {
   return "";
 }
 
+// Drops every entry, marking their outputs as no longer differentiable through.
+template <typename T>
+void drop_entries(std::vector<TapeEntry<T>>& entries) {
+  for (auto& e : entries) e.output->on_tape = false;
+  entries.clear();
+}
+
+// A non-leaf that requires grad but is no longer on the tape: its history was
+// consumed by an earlier backward(), so gradients would silently stop here.
+template <typename T>
+void require_history(const Node<T>& node, const char* consumer) {
+  if (node.requires_grad && !node.is_leaf && !node.on_tape) {
+    throw std::invalid_argument(fmt::format(
+        "backward: {} a tensor made by '{}' (shape {}) whose tape entry an earlier backward() "
+        "already cleared, so no gradient could flow past it; pass BackwardOptions{{.keep_tape = "
+        "true}} to the earlier backward() or recompute the tensor",
+        consumer, node.op, format_shape(node.value.shape())));
+  }
+}
+
 }  // namespace
 
 // ---- Tensor ------------------------------------------------------------------
@@ -142,16 +162,18 @@ void Tensor<T>::backward(const xt::xarray<T>& upstream, BackwardOptions options)
           e.output->grad = xt::xarray<T>();
         }
       }
-      if (!keep) entries.clear();
+      if (!keep) drop_entries(entries);
     }
   } cleanup{entries, options.keep_tape};
 
+  require_history(*node_, "called on");
   accumulate_grad(*node_, upstream, "backward");
   const bool check = t_anomaly_enabled;
   for (std::size_t i = entries.size(); i-- > 0;) {
     TapeEntry<T>& e = entries[i];
     Node<T>& out = *e.output;
     if (!out.has_grad) continue;  // not on a path from this tensor
+    for (const auto& in : e.inputs) require_history(*in, fmt::format("'{}' uses", e.op).c_str());
     e.backward(out.grad, out.value);
     if (check) {
       for (std::size_t k = 0; k < e.inputs.size(); ++k) {
@@ -197,7 +219,7 @@ std::size_t tape_size() {
 
 template <typename T>
 void clear_tape() {
-  tape<T>().clear();
+  drop_entries(tape<T>());
 }
 
 template <typename T>
@@ -294,6 +316,7 @@ Tensor<T> make_result(const char* op, xt::xarray<T>&& value,
   if (record) {
     node->requires_grad = true;
     node->is_leaf = false;
+    node->on_tape = true;
     tape<T>().push_back(TapeEntry<T>{op, std::move(inputs), node, std::move(backward)});
   }
   return Tensor<T>::from_node(std::move(node));

@@ -30,6 +30,7 @@ struct Node {
   bool has_grad = false;
   bool requires_grad = false;
   bool is_leaf = true;       // made by the user, not by an op; keeps its grad
+  bool on_tape = false;      // an op's output whose tape entry has not been cleared yet
   const char* op = "leaf";  // the op that produced value (a string literal)
 };
 
