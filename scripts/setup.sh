@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what headroom needs to build and test, from Debian's packages. Safe to
+# run again: it installs only what is missing, and does nothing when all is there.
+set -euo pipefail
+
+packages=(
+  build-essential cmake        # compiler, CMake and CTest
+  libxtensor-dev libxsimd-dev  # arrays (XTENSOR_USE_XSIMD)
+  libxtensor-blas-dev libopenblas-dev liblapack-dev  # GEMMs
+  libfmt-dev libcli11-dev doctest-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
