@@ -49,11 +49,37 @@ int run_gradcheck(const GradcheckFlags& flags) {
                rel_err, ok ? "pass" : "FAIL");
     if (!ok || flags.verbose) fmt::print("{}", r.report.str());
   }
-  fmt::print("\n{} cases over {} ops: {} passed, {} failed (seed {}, atol {:g}, rtol {:g}, eps {:g})\n",
-             results.size(), flags.op.empty() ? op_names().size() : 1, results.size() - failed, failed,
-             flags.seed, flags.atol, flags.rtol, flags.eps);
+  const std::size_t n_ops = flags.op.empty() ? op_names().size() : 1;
+  fmt::print("\n{} cases over {} op{}: {} passed, {} failed (seed {}, atol {:g}, rtol {:g}, eps {:g})\n",
+             results.size(), n_ops, n_ops == 1 ? "" : "s", results.size() - failed, failed, flags.seed,
+             flags.atol, flags.rtol, flags.eps);
   return failed == 0 ? 0 : 1;
 }
+
+// CLI11's own range checks print the whole double range; say it plainly instead.
+const CLI::Validator kPositive(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(text, v) || !(v > 0)) return "must be a positive number, got " + text;
+      return "";
+    },
+    "POSITIVE");
+const CLI::Validator kNonNegative(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(text, v) || !(v >= 0)) return "must be a number >= 0, got " + text;
+      return "";
+    },
+    "NON-NEGATIVE");
+
+// CLI11 2.1 wraps "-4" into a huge unsigned seed; a seed is digits only.
+const CLI::Validator kSeed(
+    [](std::string& text) -> std::string {
+      const bool digits = !text.empty() && text.size() <= 19 &&
+                          text.find_first_not_of("0123456789") == std::string::npos;
+      return digits ? "" : "must be a whole number from 0 to 10^19 - 1, got " + text;
+    },
+    "SEED");
 
 }  // namespace
 
@@ -65,13 +91,14 @@ Run add_gradcheck_command(CLI::App& app) {
       "random shapes (broadcasting, transposed inputs, size-1 axes). Prints a table; exits 1 if "
       "any case fails.");
   cmd->add_option("--seed", flags->seed, "Seed for shapes, values and output weights")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kSeed);
   cmd->add_option("--op", flags->op, "Check only this op (see --list)");
   cmd->add_flag("--list", flags->list, "List the ops and exit");
   cmd->add_flag("-v,--verbose", flags->verbose, "Print each input's worst element for every case");
-  cmd->add_option("--atol", flags->atol, "Absolute tolerance")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--rtol", flags->rtol, "Relative tolerance")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--eps", flags->eps, "Finite-difference step")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--atol", flags->atol, "Absolute tolerance")->capture_default_str()->check(kPositive);
+  cmd->add_option("--rtol", flags->rtol, "Relative tolerance")->capture_default_str()->check(kNonNegative);
+  cmd->add_option("--eps", flags->eps, "Finite-difference step")->capture_default_str()->check(kPositive);
   return [flags] { return run_gradcheck(*flags); };
 }
 

@@ -1,12 +1,21 @@
 // The `headroom` executable: one subcommand per job. User mistakes (bad flags, bad
-// shapes, bad files) arrive as std::invalid_argument and leave as one line on
-// stderr with a non-zero exit status, never as an abort (DESIGN.md #5).
+// shapes, bad files) arrive as std::invalid_argument or a CLI11 parse error and
+// leave as one line on stderr with exit status 2, never as an abort (DESIGN.md #5).
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
+
+namespace {
+
+constexpr int kUsageError = 2;
+constexpr int kInternalError = 3;
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -16,21 +25,53 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "headroom 0.1.0");
 
-  const headroom::cli::Run gradcheck = headroom::cli::add_gradcheck_command(app);
+  struct Command {
+    std::string name;
+    headroom::cli::Run run;
+  };
+  const std::vector<Command> commands{
+      {"gradcheck", headroom::cli::add_gradcheck_command(app)},
+  };
+
+  // A mistyped command would otherwise read as "a subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const auto& c : commands) {
+      known = known || c.name == argv[1];
+      names += (names.empty() ? "" : ", ") + c.name;
+    }
+    if (!known) {
+      std::cerr << "headroom: error: unknown command '" << argv[1] << "' (commands: " << names
+                << "; see headroom --help)\n";
+      return kUsageError;
+    }
+  }
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    const std::string where = argc > 1 && argv[1][0] != '-' ? std::string(" ") + argv[1] : "";
+    std::cerr << "headroom" << where << ": error: " << e.what() << " (see headroom" << where
+              << " --help)\n";
+    return kUsageError;
   }
   try {
-    if (app.got_subcommand("gradcheck")) return gradcheck();
+    for (const auto& c : commands) {
+      if (app.got_subcommand(c.name)) return c.run();
+    }
   } catch (const std::invalid_argument& e) {
     std::cerr << "headroom: error: " << e.what() << "\n";
-    return 2;
+    return kUsageError;
   } catch (const std::exception& e) {
     std::cerr << "headroom: internal error: " << e.what() << "\n";
-    return 3;
+    return kInternalError;
   }
   return 0;
 }

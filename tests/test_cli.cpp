@@ -1,0 +1,76 @@
+// `headroom` as a user meets it: the gradcheck table, --help, and one-line errors
+// with exit status 2 for every kind of mistake.
+#include <doctest/doctest.h>
+
+#include "cli_runner.hpp"
+
+TEST_CASE("headroom gradcheck prints a table and passes every op") {
+  const CliResult r = run_headroom("gradcheck");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("op             case") == 0);
+  CHECK(r.output.find("matmul         broadcast batch axes both ways") != std::string::npos);
+  CHECK(r.output.find("FAIL") == std::string::npos);
+  CHECK(r.output.find("over 32 ops:") != std::string::npos);
+  CHECK(r.output.find(" 0 failed") != std::string::npos);
+}
+
+TEST_CASE("headroom gradcheck --op checks one op, --list names them all") {
+  const CliResult one = run_headroom("gradcheck --op softmax --seed 5");
+  INFO(one.output);
+  CHECK(one.status == 0);
+  CHECK(one.output.find("over 1 op: 4 passed, 0 failed (seed 5,") != std::string::npos);
+  CHECK(one.output.find("layer_norm") == std::string::npos);
+
+  const CliResult list = run_headroom("gradcheck --list");
+  CHECK(list.status == 0);
+  CHECK(count_lines(list.output) == 32);
+  CHECK(list.output.find("gelu_tanh\n") != std::string::npos);
+}
+
+TEST_CASE("a failing check exits 1 and prints the worst index and both values") {
+  // An absurdly tight tolerance makes finite differences "fail": the failure path
+  // of the table and its report, without planting a bug in an op.
+  const CliResult r = run_headroom("gradcheck --op exp --atol 1e-30 --rtol 0");
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("FAIL") != std::string::npos);
+  CHECK(r.output.find("worst at (") != std::string::npos);
+  CHECK(r.output.find("analytic ") != std::string::npos);
+  CHECK(r.output.find(" vs numeric ") != std::string::npos);
+}
+
+TEST_CASE("help explains the command and its flags") {
+  const CliResult top = run_headroom("--help");
+  CHECK(top.status == 0);
+  CHECK(top.output.find("gradcheck") != std::string::npos);
+  const CliResult sub = run_headroom("gradcheck --help");
+  CHECK(sub.status == 0);
+  for (const char* flag : {"--seed", "--op", "--list", "--atol", "--rtol", "--eps", "--verbose"}) {
+    CHECK_MESSAGE(sub.output.find(flag) != std::string::npos, "--help does not mention " << flag);
+  }
+}
+
+TEST_CASE("user mistakes get one line naming the problem and exit status 2") {
+  struct Bad {
+    const char* args;
+    const char* says;
+  };
+  const Bad cases[] = {
+      {"", "A subcommand is required"},
+      {"gradchek", "unknown command 'gradchek'"},
+      {"gradcheck --sed 3", "not expected: 3 --sed"},
+      {"gradcheck --op matmull", "unknown op 'matmull'"},
+      {"gradcheck --atol -1", "--atol: must be a positive number, got -1"},
+      {"gradcheck --rtol x", "--rtol: must be a number >= 0, got x"},
+      {"gradcheck --eps 0", "--eps: must be a positive number, got 0"},
+      {"gradcheck --seed -4", "--seed: must be a whole number from 0 to 10^19 - 1, got -4"},
+  };
+  for (const Bad& bad : cases) {
+    const CliResult r = run_headroom(bad.args);
+    INFO("headroom " << bad.args << "\n" << r.output);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.output) == 1);
+    CHECK(r.output.find(bad.says) != std::string::npos);
+  }
+}
