@@ -1,4 +1,4 @@
-// Runs the headroom binary with arguments and captures its exit status and output.
+// Runs a program (the headroom binary by default) with arguments and captures its exit status and output.
 #pragma once
 
 #include <array>
@@ -11,8 +11,8 @@ struct CliResult {
   std::string output;   // stdout and stderr together
 };
 
-inline CliResult run_headroom(const std::string& args) {
-  const std::string command = std::string(HEADROOM_BIN) + " " + args + " 2>&1";
+inline CliResult run_program(const std::string& program, const std::string& args) {
+  const std::string command = program + " " + args + " 2>&1";
   CliResult r;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -23,6 +23,8 @@ inline CliResult run_headroom(const std::string& args) {
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   return r;
 }
+
+inline CliResult run_headroom(const std::string& args) { return run_program(HEADROOM_BIN, args); }
 
 inline int count_lines(const std::string& s) {
   int n = 0;
