@@ -186,7 +186,7 @@ void Tensor<T>::backward(const xt::xarray<T>& upstream, BackwardOptions options)
           shapes += (shapes.empty() ? "" : ", ") + format_shape(other->value.shape());
         }
         throw AnomalyError(fmt::format(
-            "anomaly: backward of '{}' (inputs {}; output {}) produced a non-finite gradient "
+            "anomaly: backward of '{}' (inputs [{}]; output {}) produced a non-finite gradient "
             "for input {} of shape {}: {}",
             e.op, shapes, format_shape(out.value.shape()), k, format_shape(in.value.shape()),
             bad));
