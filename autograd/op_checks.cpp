@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -251,6 +252,31 @@ std::vector<CaseDef> build_cases() {
                  return Prepared{shapes_of(in, " @ "), in, [](const Inputs& x) { return matmul(x[0], x[1]); }};
                }});
 
+  c.push_back({"linear", "3-D input with bias", [=](Rng& r) {
+                 const std::size_t in = dim(r, 2, 5), out = dim(r, 2, 5);
+                 Inputs x{any({dim(r, 2), dim(r, 2), in}, r), any({out, in}, r), any({out}, r)};
+                 return Prepared{shapes_of(x), x, [](const Inputs& v) { return linear(v[0], v[1], v[2]); }};
+               }});
+  c.push_back({"linear", "transposed input, no bias", [=](Rng& r) {
+                 const std::size_t in = dim(r, 2, 5);
+                 Inputs x{any({in, dim(r, 2)}, r), any({dim(r, 1, 4), in}, r)};
+                 return Prepared{"transpose" + shapes_of(x), x,
+                                 [](const Inputs& v) { return linear(transpose(v[0]), v[1]); }};
+               }});
+  c.push_back({"linear", "size-1 edges", [=](Rng& r) {
+                 Inputs x{any({1, 1}, r), any({dim(r, 1, 3), 1}, r)};
+                 x.push_back(any({x[1].shape()[0]}, r));
+                 return Prepared{shapes_of(x), x, [](const Inputs& v) { return linear(v[0], v[1], v[2]); }};
+               }});
+
+  c.push_back({"softmax", "a fully masked (-inf) row gives zeros", [=](Rng& r) {
+                 const std::size_t t = dim(r, 2, 4);
+                 Mask m = xt::zeros<bool>(Shape{t, t});
+                 for (std::size_t j = 0; j < t; ++j) m(0, j) = true;  // row 0: every key masked
+                 return unary_case([m](const D& x) {
+                   return softmax(masked_fill(x, m, -std::numeric_limits<double>::infinity()), -1);
+                 }, any({dim(r, 2), t, t}, r), "row 0 masked in ");
+               }});
   for (const char* name : {"softmax", "log_softmax"}) {
     const bool is_log = std::string(name) == "log_softmax";
     auto sm = [is_log](const D& x, int axis) { return is_log ? log_softmax(x, axis) : softmax(x, axis); };
@@ -336,7 +362,7 @@ const std::vector<std::string>& op_names() {
       "mul_scalar", "exp",          "log",       "sqrt",        "rsqrt",   "tanh",
       "relu",      "gelu",          "gelu_tanh", "pow",         "sum",     "mean",
       "reshape",   "transpose",     "permute",   "concat",      "slice",   "split",
-      "matmul",    "softmax",       "log_softmax", "cross_entropy", "embedding", "masked_fill",
+      "matmul",    "linear",      "softmax",       "log_softmax", "cross_entropy", "embedding", "masked_fill",
       "layer_norm", "dropout"};
   return names;
 }

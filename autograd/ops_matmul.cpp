@@ -106,7 +106,63 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
       });
 }
 
+template <typename T>
+Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias) {
+  const Shape& xs = x.shape();
+  const Shape& ws = weight.shape();
+  if (ws.size() != 2 || xs.empty() || xs.back() != ws[1]) {
+    throw ShapeError(fmt::format("linear: input {} does not fit weight {} (weight is (out, in), "
+                                 "input (..., in))",
+                                 format_shape(xs), format_shape(ws)));
+  }
+  const std::size_t in = ws[1], out = ws[0];
+  if (bias.defined() && bias.shape() != Shape{out}) {
+    throw ShapeError(fmt::format("linear: bias {} does not fit weight {}: expected ({})",
+                                 format_shape(bias.shape()), format_shape(ws), out));
+  }
+  const std::size_t rows = in == 0 ? shape_size(Shape(xs.begin(), xs.end() - 1)) : x.size() / in;
+  Shape out_shape = xs;
+  out_shape.back() = out;
+  xt::xarray<T> y = xt::empty<T>(out_shape);  // (rows, out)
+  gemm<T>(false, true, rows, out, in, T(1), x.value().data(), in, weight.value().data(), in, T(0),
+          y.data(), out);
+  if (bias.defined()) {
+    const T* pb = bias.value().data();
+    T* py = y.data();
+    for (std::size_t r = 0; r < rows; ++r, py += out) {
+      for (std::size_t o = 0; o < out; ++o) py[o] += pb[o];
+    }
+  }
+  std::vector<std::shared_ptr<Node<T>>> inputs{x.node(), weight.node()};
+  if (bias.defined()) inputs.push_back(bias.node());
+  return make_result<T>(
+      "linear", std::move(y), inputs,
+      [xn = x.node(), wn = weight.node(), bn = bias.defined() ? bias.node() : nullptr, rows, in,
+       out](const xt::xarray<T>& g, const xt::xarray<T>&) {
+        const T* pg = g.data();  // (rows, out)
+        if (xn->requires_grad) {  // dx = g W: (rows, out) (out, in)
+          xt::xarray<T> gx = xt::empty<T>(xn->value.shape());
+          gemm<T>(false, false, rows, in, out, T(1), pg, out, wn->value.data(), in, T(0), gx.data(), in);
+          accumulate_grad(*xn, std::move(gx), "linear");
+        }
+        if (wn->requires_grad) {  // dW = g^T x: (out, rows) (rows, in)
+          xt::xarray<T> gw = xt::empty<T>(wn->value.shape());
+          gemm<T>(true, false, out, in, rows, T(1), pg, out, xn->value.data(), in, T(0), gw.data(), in);
+          accumulate_grad(*wn, std::move(gw), "linear");
+        }
+        if (bn && bn->requires_grad) {  // db = sum over rows of g
+          xt::xarray<T> gb = xt::zeros<T>({out});
+          for (std::size_t r = 0; r < rows; ++r) {
+            for (std::size_t o = 0; o < out; ++o) gb.data()[o] += pg[r * out + o];
+          }
+          accumulate_grad(*bn, std::move(gb), "linear");
+        }
+      });
+}
+
 template Tensor<float> matmul(const Tensor<float>&, const Tensor<float>&);
 template Tensor<double> matmul(const Tensor<double>&, const Tensor<double>&);
+template Tensor<float> linear(const Tensor<float>&, const Tensor<float>&, const Tensor<float>&);
+template Tensor<double> linear(const Tensor<double>&, const Tensor<double>&, const Tensor<double>&);
 
 }  // namespace headroom

@@ -46,9 +46,11 @@ Tensor<T> softmax_impl(const char* op, const Tensor<T>& x, int axis, bool log) {
     for (std::size_t i = 0; i < L.inner; ++i) {
       const std::size_t base = o * L.extent * L.inner + i;
       const T lse = log_sum_exp(px + base, L.extent, L.inner);
+      // A fully masked row: no key to attend to, so no attention at all.
+      const bool empty_row = !log && lse == -std::numeric_limits<T>::infinity();
       for (std::size_t j = 0; j < L.extent; ++j) {
         const std::size_t at = base + j * L.inner;
-        py[at] = log ? px[at] - lse : std::exp(px[at] - lse);
+        py[at] = log ? px[at] - lse : empty_row ? T(0) : std::exp(px[at] - lse);
       }
     }
   }

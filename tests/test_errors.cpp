@@ -39,6 +39,16 @@ TEST_CASE("matmul: inner, batch and rank mismatches") {
                        std::invalid_argument);
 }
 
+TEST_CASE("linear names the input, weight and bias shapes") {
+  CHECK_THROWS_WITH_AS(linear(zeros({2, 3, 4}), zeros({5, 3})),
+                       "linear: input (2, 3, 4) does not fit weight (5, 3) (weight is (out, in), "
+                       "input (..., in))",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(linear(zeros({2, 4}), zeros({5, 4}), zeros({4})),
+                       "linear: bias (4) does not fit weight (5, 4): expected (5)",
+                       std::invalid_argument);
+}
+
 TEST_CASE("shape ops report sizes, axes and ranges") {
   CHECK_THROWS_WITH_AS(reshape(zeros({2, 3}), {4, 2}),
                        "reshape: cannot reshape (2, 3) (6 elements) to (4, 2) (8 elements)",

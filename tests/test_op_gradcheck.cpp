@@ -55,6 +55,7 @@ HEADROOM_OP_GRADCHECK("concat")
 HEADROOM_OP_GRADCHECK("slice")
 HEADROOM_OP_GRADCHECK("split")
 HEADROOM_OP_GRADCHECK("matmul")
+HEADROOM_OP_GRADCHECK("linear")
 HEADROOM_OP_GRADCHECK("softmax")
 HEADROOM_OP_GRADCHECK("log_softmax")
 HEADROOM_OP_GRADCHECK("cross_entropy")
@@ -69,7 +70,7 @@ TEST_CASE("every op has a gradcheck test above and cases in the suite") {
   const std::set<std::string> tested{
       "add", "sub", "mul", "div", "neg", "add_scalar", "mul_scalar", "exp", "log", "sqrt", "rsqrt",
       "tanh", "relu", "gelu", "gelu_tanh", "pow", "sum", "mean", "reshape", "transpose", "permute",
-      "concat", "slice", "split", "matmul", "softmax", "log_softmax", "cross_entropy", "embedding",
+      "concat", "slice", "split", "matmul", "linear", "softmax", "log_softmax", "cross_entropy", "embedding",
       "masked_fill", "layer_norm", "dropout"};
   std::set<std::string> in_suite;
   for (const auto& r : headroom::run_op_checks()) in_suite.insert(r.op);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -279,6 +280,10 @@ std::map<std::string, Runner> make_runners() {
     for (int s : c.integers("sizes")) sizes.push_back(static_cast<std::size_t>(s));
     return hr::split(c.input("x"), c.integer("axis"), sizes);
   };
+  r["linear"] = [](const FixtureCase& c) {
+    const F bias = c.find("bias") ? c.input("bias") : F();
+    return std::vector<F>{hr::linear(c.input("x"), c.input("weight"), bias)};
+  };
   r["softmax"] = [](const FixtureCase& c) {
     return std::vector<F>{hr::softmax(c.input("x"), c.integer("axis"))};
   };
@@ -418,6 +423,7 @@ TEST_CASE("forward: concat") { check_op("concat"); }
 TEST_CASE("forward: slice") { check_op("slice"); }
 TEST_CASE("forward: split") { check_op("split"); }
 TEST_CASE("forward: matmul") { check_op("matmul"); }
+TEST_CASE("forward: linear") { check_op("linear"); }
 TEST_CASE("forward: softmax") { check_op("softmax"); }
 TEST_CASE("forward: log_softmax") { check_op("log_softmax"); }
 TEST_CASE("forward: cross_entropy") { check_op("cross_entropy"); }
@@ -512,4 +518,16 @@ TEST_CASE("forward: dropout rejects p outside 0 to 1") {
   hr::Rng rng(5);
   CHECK_THROWS_AS(hr::dropout(x, -0.1, rng, true), std::invalid_argument);
   CHECK_THROWS_AS(hr::dropout(x, 1.5, rng, true), std::invalid_argument);
+}
+
+TEST_CASE("forward: softmax of a fully masked row is zeros, other rows are untouched") {
+  // Our one departure from PyTorch (which gives NaN): a query whose every key is
+  // masked attends to nothing.
+  const float inf = std::numeric_limits<float>::infinity();
+  const F x(xt::xarray<float>{{-inf, -inf, -inf}, {0.0f, std::log(3.0f), -inf}});
+  const xt::xarray<float> y = hr::softmax(x, -1).value();
+  for (std::size_t j = 0; j < 3; ++j) CHECK(y(0, j) == 0.0f);
+  CHECK(y(1, 0) == doctest::Approx(0.25));
+  CHECK(y(1, 1) == doctest::Approx(0.75));
+  CHECK(y(1, 2) == 0.0f);
 }
