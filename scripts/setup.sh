@@ -7,7 +7,7 @@ packages=(
   build-essential cmake        # compiler, CMake and CTest
   libxtensor-dev libxsimd-dev  # arrays (XTENSOR_USE_XSIMD)
   libxtensor-blas-dev libopenblas-dev liblapack-dev  # GEMMs
-  libfmt-dev libcli11-dev doctest-dev
+  libfmt-dev libcli11-dev nlohmann-json3-dev doctest-dev
 )
 
 missing=()

@@ -1,0 +1,132 @@
+#include "nn/attention.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace headroom {
+
+AttentionOptions AttentionOptions::resolved() const {
+  AttentionOptions r = *this;
+  if (d_model == 0) throw std::invalid_argument("MultiHeadAttention: d_model must be positive, got 0");
+  if (n_heads == 0) throw std::invalid_argument("MultiHeadAttention: n_heads must be positive, got 0");
+  if (r.d_k == 0) {
+    if (d_model % n_heads != 0) {
+      throw std::invalid_argument(fmt::format(
+          "MultiHeadAttention: d_model={} is not a multiple of n_heads={}; give d_k explicitly",
+          d_model, n_heads));
+    }
+    r.d_k = d_model / n_heads;
+  }
+  if (r.d_v == 0) r.d_v = r.d_k;
+  if (r.n_kv_heads == 0) r.n_kv_heads = n_heads;
+  if (n_heads % r.n_kv_heads != 0) {
+    throw std::invalid_argument(fmt::format(
+        "MultiHeadAttention: n_heads={} is not a multiple of n_kv_heads={}", n_heads, r.n_kv_heads));
+  }
+  if (!r.attn_scale) r.attn_scale = 1.0 / std::sqrt(static_cast<double>(r.d_k));
+  if (!std::isfinite(*r.attn_scale)) {
+    throw std::invalid_argument(fmt::format("MultiHeadAttention: attn_scale must be finite, got {}", *r.attn_scale));
+  }
+  if (!(dropout >= 0.0 && dropout < 1.0)) {
+    throw std::invalid_argument(fmt::format("MultiHeadAttention: dropout must be in [0, 1), got {}", dropout));
+  }
+  return r;
+}
+
+template <typename T>
+Tensor<T> split_heads(const Tensor<T>& x, std::size_t heads) {
+  const Shape& s = x.shape();
+  if (s.size() != 3 || heads == 0 || s[2] % heads != 0) {
+    throw ShapeError(fmt::format("split_heads: cannot split {} into {} heads along the last axis",
+                                 format_shape(s), heads));
+  }
+  return permute(reshape(x, {s[0], s[1], heads, s[2] / heads}), {0, 2, 1, 3});
+}
+
+template <typename T>
+Tensor<T> merge_heads(const Tensor<T>& x) {
+  const Shape& s = x.shape();
+  if (s.size() != 4) throw ShapeError("merge_heads: expected (B, H, T, d), got " + format_shape(s));
+  return reshape(permute(x, {0, 2, 1, 3}), {s[0], s[2], s[1] * s[3]});
+}
+
+Mask causal_mask(std::size_t t) {
+  Mask m = xt::zeros<bool>(Shape{t, t});
+  for (std::size_t i = 0; i < t; ++i) {
+    for (std::size_t j = i + 1; j < t; ++j) m(i, j) = true;
+  }
+  return m;
+}
+
+template <typename T>
+MultiHeadAttention<T>::MultiHeadAttention(const AttentionOptions& options, Rng& rng)
+    : options_(options.resolved()),
+      scale_(*options_.attn_scale),
+      q_proj_({.in_features = options_.d_model, .out_features = options_.n_heads * options_.d_k,
+               .bias = options_.bias, .init_std = options_.init_std},
+              rng),
+      k_proj_({.in_features = options_.d_model, .out_features = options_.n_kv_heads * options_.d_k,
+               .bias = options_.bias, .init_std = options_.init_std},
+              rng),
+      v_proj_({.in_features = options_.d_model, .out_features = options_.n_kv_heads * options_.d_v,
+               .bias = options_.bias, .init_std = options_.init_std},
+              rng),
+      out_proj_({.in_features = options_.n_heads * options_.d_v, .out_features = options_.d_model,
+                 .bias = options_.bias, .init_std = options_.out_init_std},
+                rng),
+      dropout_rng_(options_.dropout_seed) {
+  this->register_module("q_proj", q_proj_);
+  this->register_module("k_proj", k_proj_);
+  this->register_module("v_proj", v_proj_);
+  this->register_module("out_proj", out_proj_);
+}
+
+template <typename T>
+AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask* key_padding_mask,
+                                                  bool need_weights) {
+  const Shape& xs = x.shape();
+  if (xs.size() != 3 || xs[2] != options_.d_model) {
+    throw ShapeError(fmt::format("MultiHeadAttention: input must be (B, T, {}), got {}", options_.d_model,
+                                 format_shape(xs)));
+  }
+  const std::size_t B = xs[0], T_ = xs[1];
+  const std::size_t H = options_.n_heads, G = options_.n_kv_heads, g = H / G;
+  const std::size_t dk = options_.d_k, dv = options_.d_v;
+  if (key_padding_mask && Shape(key_padding_mask->shape()) != Shape{B, T_}) {
+    throw ShapeError(fmt::format("MultiHeadAttention: key_padding_mask must be (B, T) = {}, got {}",
+                                 format_shape({B, T_}), format_shape(key_padding_mask->shape())));
+  }
+  // Grouped heads as a 5-D batch: query head j = kv * g + r sits at (kv, r), so one
+  // broadcast matmul lets the g query heads of a group share their key/value head.
+  Tensor<T> q = reshape(split_heads(q_proj_.forward(x), H), {B, G, g, T_, dk});  // (B, G, g, T, dk)
+  Tensor<T> k = reshape(split_heads(k_proj_.forward(x), G), {B, G, 1, T_, dk});  // (B, G, 1, T, dk)
+  Tensor<T> v = reshape(split_heads(v_proj_.forward(x), G), {B, G, 1, T_, dv});  // (B, G, 1, T, dv)
+
+  Tensor<T> scores = mul_scalar(matmul(q, transpose(k)), static_cast<T>(scale_));  // (B, G, g, T, T)
+  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+  if (options_.causal) scores = masked_fill(scores, causal_mask(T_), neg_inf);
+  if (key_padding_mask) {
+    Mask keys = *key_padding_mask;
+    keys.reshape({B, 1, 1, 1, T_});  // broadcast over heads and queries
+    scores = masked_fill(scores, keys, neg_inf);
+  }
+  Tensor<T> attn = softmax(scores, -1);  // (B, G, g, T, T)
+  if (options_.dropout > 0.0) attn = dropout(attn, options_.dropout, dropout_rng_, this->is_training());
+
+  Tensor<T> ctx = reshape(matmul(attn, v), {B, H, T_, dv});  // (B, H, T, dv)
+  AttentionOutput<T> result{out_proj_.forward(merge_heads(ctx)), Tensor<T>()};  // (B, T, C)
+  if (need_weights) result.weights = reshape(attn, {B, H, T_, T_});
+  return result;
+}
+
+template Tensor<float> split_heads(const Tensor<float>&, std::size_t);
+template Tensor<double> split_heads(const Tensor<double>&, std::size_t);
+template Tensor<float> merge_heads(const Tensor<float>&);
+template Tensor<double> merge_heads(const Tensor<double>&);
+template class MultiHeadAttention<float>;
+template class MultiHeadAttention<double>;
+
+}  // namespace headroom

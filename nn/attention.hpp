@@ -1,0 +1,82 @@
+// Multi-head attention with independent d_model, n_heads, d_k, d_v and n_kv_heads.
+//
+// Legend: B = batch, T = time, C = d_model, H = n_heads (query heads),
+// G = n_kv_heads (key/value heads), g = H / G (query heads per kv head).
+//
+//   Attention(Q, K, V) = softmax(Q K^T * scale) V,  scale = 1/sqrt(d_k) by default
+//   (Vaswani et al., 2017, eq. 1: for unit-variance q and k, q . k has variance d_k;
+//   the scale keeps the softmax out of its saturated, small-gradient regime).
+//   MultiHead(x) = concat(head_1, ..., head_H) W_O                        (eq. 2)
+//
+// Conventions (DESIGN.md): projection rows are head-major (rows [j d_k, (j+1) d_k)
+// of q_proj.weight are query head j); with grouped-query attention (Ainslie et al.,
+// 2023) query head j reads key/value head j / g, so consecutive query heads share;
+// n_kv_heads = 1 is multi-query attention (Shazeer, 2019). The causal mask removes
+// keys after the query. A query whose every key is masked attends to nothing: its
+// output is zero and its gradients finite.
+#pragma once
+
+#include <optional>
+
+#include "autograd/ops.hpp"
+#include "nn/linear.hpp"
+
+namespace headroom {
+
+struct AttentionOptions {
+  std::size_t d_model = 0;
+  std::size_t n_heads = 1;
+  std::size_t d_k = 0;         // per-head query/key width; 0 means d_model / n_heads
+  std::size_t d_v = 0;         // per-head value width; 0 means d_k
+  std::size_t n_kv_heads = 0;  // 0 means n_heads (full MHA); 1 is MQA
+  bool causal = true;
+  bool bias = true;
+  std::optional<double> attn_scale = std::nullopt;  // default 1/sqrt(d_k)
+  double dropout = 0.0;              // on the attention weights, in training mode
+  double init_std = 0.02;
+  double out_init_std = 0.02;  // out_proj, which writes into the residual stream
+  std::uint64_t dropout_seed = 0;
+
+  // The options with every default filled in; throws std::invalid_argument naming
+  // the numbers for an invalid combination.
+  AttentionOptions resolved() const;
+};
+
+template <typename T>
+struct AttentionOutput {
+  Tensor<T> out;      // (B, T, d_model)
+  Tensor<T> weights;  // (B, H, T, T) when asked for, else undefined
+};
+
+// (B, T, H*d) -> (B, H, T, d)
+template <typename T>
+Tensor<T> split_heads(const Tensor<T>& x, std::size_t heads);
+// (B, H, T, d) -> (B, T, H*d)
+template <typename T>
+Tensor<T> merge_heads(const Tensor<T>& x);
+// (T, T), true above the diagonal: key j is hidden from query i when j > i.
+Mask causal_mask(std::size_t t);
+
+template <typename T>
+class MultiHeadAttention : public Module<T> {
+ public:
+  MultiHeadAttention(const AttentionOptions& options, Rng& rng);
+
+  // x (B, T, d_model). key_padding_mask (B, T), true where a key is padding and
+  // must be ignored (PyTorch's convention). need_weights returns (B, H, T, T).
+  AttentionOutput<T> forward(const Tensor<T>& x, const Mask* key_padding_mask = nullptr,
+                             bool need_weights = false);
+
+  const AttentionOptions& options() const { return options_; }  // resolved
+
+ private:
+  AttentionOptions options_;
+  double scale_;
+  Linear<T> q_proj_;    // (H d_k, C)
+  Linear<T> k_proj_;    // (G d_k, C)
+  Linear<T> v_proj_;    // (G d_v, C)
+  Linear<T> out_proj_;  // (C, H d_v)
+  Rng dropout_rng_;
+};
+
+}  // namespace headroom

@@ -1,0 +1,184 @@
+#include "nn/config.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "nn/attention.hpp"
+#include "nn/config_json.hpp"
+
+namespace headroom {
+
+NormPlacement parse_norm(const std::string& name) {
+  if (name == "pre") return NormPlacement::pre;
+  if (name == "post") return NormPlacement::post;
+  throw std::invalid_argument(fmt::format("norm must be 'pre' or 'post', got '{}'", name));
+}
+
+PositionEncoding parse_pos(const std::string& name) {
+  if (name == "learned") return PositionEncoding::learned;
+  if (name == "sinusoidal") return PositionEncoding::sinusoidal;
+  throw std::invalid_argument(fmt::format("pos must be 'learned' or 'sinusoidal', got '{}'", name));
+}
+
+std::string to_string(NormPlacement norm) { return norm == NormPlacement::pre ? "pre" : "post"; }
+std::string to_string(PositionEncoding pos) {
+  return pos == PositionEncoding::learned ? "learned" : "sinusoidal";
+}
+
+ModelConfig ModelConfig::resolved() const {
+  ModelConfig r = *this;
+  auto positive = [](const char* key, std::size_t v) {
+    if (v == 0) throw std::invalid_argument(fmt::format("model config: {} must be positive, got 0", key));
+  };
+  positive("vocab", vocab);
+  positive("d_model", d_model);
+  positive("n_layers", n_layers);
+  positive("n_heads", n_heads);
+  positive("max_len", max_len);
+  if (r.d_ff == 0) r.d_ff = 4 * d_model;
+  if (!(ln_eps > 0) || !std::isfinite(ln_eps)) {
+    throw std::invalid_argument(fmt::format("model config: ln_eps must be a positive number, got {}", ln_eps));
+  }
+  // The attention options resolve and check d_k, d_v, n_kv_heads and attn_scale.
+  const AttentionOptions a = AttentionOptions{.d_model = d_model,
+                                              .n_heads = n_heads,
+                                              .d_k = d_k,
+                                              .d_v = d_v,
+                                              .n_kv_heads = n_kv_heads,
+                                              .causal = causal,
+                                              .bias = bias,
+                                              .attn_scale = attn_scale}
+                                 .resolved();
+  r.d_k = a.d_k;
+  r.d_v = a.d_v;
+  r.n_kv_heads = a.n_kv_heads;
+  r.attn_scale = a.attn_scale;
+  if (pos == PositionEncoding::sinusoidal && d_model % 2 != 0) {
+    throw std::invalid_argument(fmt::format(
+        "model config: sinusoidal positions need an even d_model, got {}", d_model));
+  }
+  return r;
+}
+
+nlohmann::json to_json(const ModelConfig& config) {
+  const ModelConfig c = config.resolved();
+  return nlohmann::json{{"vocab", c.vocab},
+                        {"d_model", c.d_model},
+                        {"n_layers", c.n_layers},
+                        {"n_heads", c.n_heads},
+                        {"n_kv_heads", c.n_kv_heads},
+                        {"d_k", c.d_k},
+                        {"d_v", c.d_v},
+                        {"d_ff", c.d_ff},
+                        {"max_len", c.max_len},
+                        {"norm", to_string(c.norm)},
+                        {"activation", to_string(c.activation)},
+                        {"pos", to_string(c.pos)},
+                        {"causal", c.causal},
+                        {"attn_scale", *c.attn_scale},
+                        {"ln_eps", c.ln_eps},
+                        {"bias", c.bias},
+                        {"tie_embeddings", c.tie_embeddings}};
+}
+
+namespace {
+
+std::string type_name(const nlohmann::json& v) { return v.type_name(); }
+
+std::size_t read_size(const nlohmann::json& v, const std::string& key, const std::string& source) {
+  if (!v.is_number_integer() || v.get<long long>() < 0) {
+    throw std::invalid_argument(fmt::format("{}: '{}' must be a non-negative integer, got {} ({})",
+                                            source, key, v.dump(), type_name(v)));
+  }
+  return v.get<std::size_t>();
+}
+
+double read_number(const nlohmann::json& v, const std::string& key, const std::string& source) {
+  if (!v.is_number()) {
+    throw std::invalid_argument(
+        fmt::format("{}: '{}' must be a number, got {} ({})", source, key, v.dump(), type_name(v)));
+  }
+  return v.get<double>();
+}
+
+bool read_bool(const nlohmann::json& v, const std::string& key, const std::string& source) {
+  if (!v.is_boolean()) {
+    throw std::invalid_argument(
+        fmt::format("{}: '{}' must be true or false, got {} ({})", source, key, v.dump(), type_name(v)));
+  }
+  return v.get<bool>();
+}
+
+std::string read_string(const nlohmann::json& v, const std::string& key, const std::string& source) {
+  if (!v.is_string()) {
+    throw std::invalid_argument(
+        fmt::format("{}: '{}' must be a string, got {} ({})", source, key, v.dump(), type_name(v)));
+  }
+  return v.get<std::string>();
+}
+
+// Runs parse and prefixes its error with the source and key.
+template <typename F>
+auto with_context(const std::string& source, const std::string& key, F parse) {
+  try {
+    return parse();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}: '{}': {}", source, key, e.what()));
+  }
+}
+
+}  // namespace
+
+void update_from_json(ModelConfig& c, const nlohmann::json& object, const std::string& source) {
+  if (!object.is_object()) {
+    throw std::invalid_argument(fmt::format("{}: the model config must be a JSON object, got {}", source,
+                                            type_name(object)));
+  }
+  for (const auto& [key, v] : object.items()) {
+    if (key == "vocab") c.vocab = read_size(v, key, source);
+    else if (key == "d_model") c.d_model = read_size(v, key, source);
+    else if (key == "n_layers") c.n_layers = read_size(v, key, source);
+    else if (key == "n_heads") c.n_heads = read_size(v, key, source);
+    else if (key == "n_kv_heads") c.n_kv_heads = read_size(v, key, source);
+    else if (key == "d_k") c.d_k = read_size(v, key, source);
+    else if (key == "d_v") c.d_v = read_size(v, key, source);
+    else if (key == "d_ff") c.d_ff = read_size(v, key, source);
+    else if (key == "max_len") c.max_len = read_size(v, key, source);
+    else if (key == "norm") c.norm = with_context(source, key, [&] { return parse_norm(read_string(v, key, source)); });
+    else if (key == "activation") c.activation = with_context(source, key, [&] { return parse_activation(read_string(v, key, source)); });
+    else if (key == "pos") c.pos = with_context(source, key, [&] { return parse_pos(read_string(v, key, source)); });
+    else if (key == "causal") c.causal = read_bool(v, key, source);
+    else if (key == "attn_scale") c.attn_scale = v.is_null() ? std::nullopt : std::optional<double>(read_number(v, key, source));
+    else if (key == "ln_eps") c.ln_eps = read_number(v, key, source);
+    else if (key == "bias") c.bias = read_bool(v, key, source);
+    else if (key == "tie_embeddings") c.tie_embeddings = read_bool(v, key, source);
+    else {
+      throw std::invalid_argument(fmt::format(
+          "{}: unknown model config key '{}' (keys: vocab, d_model, n_layers, n_heads, n_kv_heads, d_k, "
+          "d_v, d_ff, max_len, norm, activation, pos, causal, attn_scale, ln_eps, bias, tie_embeddings)",
+          source, key));
+    }
+  }
+}
+
+std::string model_config_to_json(const ModelConfig& config) { return to_json(config).dump(2); }
+
+ModelConfig model_config_from_json(const std::string& json_text, const std::string& source) {
+  nlohmann::json object;
+  try {
+    object = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::invalid_argument(fmt::format("{}: not valid JSON: {}", source, e.what()));
+  }
+  ModelConfig c;
+  update_from_json(c, object, source);
+  try {
+    return c.resolved();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}: {}", source, e.what()));
+  }
+}
+
+}  // namespace headroom

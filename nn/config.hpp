@@ -1,0 +1,52 @@
+// The model's configuration: the config keys of DESIGN.md, their defaults, their
+// validation, and their JSON form (the checkpoint's __metadata__ and config.json).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "nn/feed_forward.hpp"
+
+namespace headroom {
+
+enum class NormPlacement { pre, post };
+enum class PositionEncoding { learned, sinusoidal };
+
+NormPlacement parse_norm(const std::string& name);  // "pre" | "post"
+PositionEncoding parse_pos(const std::string& name);  // "learned" | "sinusoidal"
+std::string to_string(NormPlacement norm);
+std::string to_string(PositionEncoding pos);
+
+struct ModelConfig {
+  std::size_t vocab = 0;       // set from the data
+  std::size_t d_model = 64;
+  std::size_t n_layers = 2;
+  std::size_t n_heads = 4;
+  std::size_t n_kv_heads = 0;  // 0 means n_heads
+  std::size_t d_k = 0;         // 0 means d_model / n_heads
+  std::size_t d_v = 0;         // 0 means d_k
+  std::size_t d_ff = 0;        // 0 means 4 * d_model
+  std::size_t max_len = 128;
+  NormPlacement norm = NormPlacement::pre;
+  Activation activation = Activation::gelu;
+  PositionEncoding pos = PositionEncoding::learned;
+  bool causal = true;
+  std::optional<double> attn_scale = std::nullopt;  // default 1/sqrt(d_k)
+  double ln_eps = 1e-5;
+  bool bias = true;
+  bool tie_embeddings = false;
+
+  // Every default filled in and every value checked; a bad value or combination is
+  // a std::invalid_argument naming the key and the numbers.
+  ModelConfig resolved() const;
+};
+
+// The resolved config as a JSON object with every key written explicitly.
+std::string model_config_to_json(const ModelConfig& config);
+// Strict parse: an unknown key, a wrong type or a bad value is a
+// std::invalid_argument naming `source`, the key and the value. Missing keys take
+// their defaults. The result is resolved.
+ModelConfig model_config_from_json(const std::string& json_text, const std::string& source);
+
+}  // namespace headroom

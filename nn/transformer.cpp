@@ -1,0 +1,143 @@
+#include "nn/transformer.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace headroom {
+
+template <typename T>
+TransformerBlock<T>::TransformerBlock(const BlockOptions& options, Rng& rng)
+    : norm_(options.norm),
+      ln1_({.dim = options.attention.d_model, .eps = options.ln_eps}),
+      attn_(options.attention, rng),
+      ln2_({.dim = options.attention.d_model, .eps = options.ln_eps}),
+      ffn_(options.ffn, rng) {
+  this->register_module("ln1", ln1_);
+  this->register_module("attn", attn_);
+  this->register_module("ln2", ln2_);
+  this->register_module("ffn", ffn_);
+}
+
+template <typename T>
+Tensor<T> TransformerBlock<T>::forward(const Tensor<T>& x, const Mask* key_padding_mask, Tensor<T>* weights) {
+  const bool need = weights != nullptr;
+  if (norm_ == NormPlacement::pre) {
+    AttentionOutput<T> a = attn_.forward(ln1_.forward(x), key_padding_mask, need);
+    if (need) *weights = a.weights;
+    Tensor<T> h = add(x, a.out);
+    return add(h, ffn_.forward(ln2_.forward(h)));
+  }
+  AttentionOutput<T> a = attn_.forward(x, key_padding_mask, need);
+  if (need) *weights = a.weights;
+  Tensor<T> h = ln1_.forward(add(x, a.out));
+  return ln2_.forward(add(h, ffn_.forward(h)));
+}
+
+template <typename T>
+TransformerLM<T>::TransformerLM(const ModelConfig& config, Rng& rng)
+    : config_(config.resolved()),
+      tok_emb_({.num_embeddings = config_.vocab, .dim = config_.d_model}, rng),
+      ln_f_({.dim = config_.d_model, .eps = config_.ln_eps}) {
+  const ModelConfig& c = config_;
+  this->register_module("tok_emb", tok_emb_);
+  if (c.pos == PositionEncoding::learned) {
+    pos_emb_ = std::make_unique<Embedding<T>>(EmbeddingOptions{.num_embeddings = c.max_len, .dim = c.d_model}, rng);
+    this->register_module("pos_emb", *pos_emb_);
+  } else {
+    sinusoid_ = sinusoidal_positions<T>(c.max_len, c.d_model);
+  }
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layers));
+  for (std::size_t i = 0; i < c.n_layers; ++i) {
+    BlockOptions b{
+        .attention = {.d_model = c.d_model,
+                      .n_heads = c.n_heads,
+                      .d_k = c.d_k,
+                      .d_v = c.d_v,
+                      .n_kv_heads = c.n_kv_heads,
+                      .causal = c.causal,
+                      .bias = c.bias,
+                      .attn_scale = c.attn_scale,
+                      .out_init_std = residual_std},
+        .ffn = {.d_model = c.d_model,
+                .d_ff = c.d_ff,
+                .activation = c.activation,
+                .bias = c.bias,
+                .out_init_std = residual_std},
+        .norm = c.norm,
+        .ln_eps = c.ln_eps};
+    blocks_.push_back(std::make_unique<TransformerBlock<T>>(b, rng));
+    this->register_module(fmt::format("blocks.{}", i), *blocks_.back());
+  }
+  this->register_module("ln_f", ln_f_);
+  if (!c.tie_embeddings) {
+    head_ = std::make_unique<Linear<T>>(
+        LinearOptions{.in_features = c.d_model, .out_features = c.vocab, .bias = false}, rng);
+    this->register_module("head", *head_);
+  }
+}
+
+template <typename T>
+Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens) {
+  const Shape& s = tokens.shape();
+  if (s.size() != 2) {
+    throw ShapeError(fmt::format("TransformerLM: tokens must be (B, T), got {}", format_shape(s)));
+  }
+  const std::size_t B = s[0], T_ = s[1];
+  if (T_ == 0 || T_ > config_.max_len) {
+    throw std::invalid_argument(fmt::format(
+        "TransformerLM: sequence length {} is not in [1, max_len={}]", T_, config_.max_len));
+  }
+  (void)B;
+  Tensor<T> x = tok_emb_.forward(tokens);  // (B, T, C)
+  if (pos_emb_) {
+    IndexArray positions = IndexArray::from_shape({T_});
+    for (std::size_t t = 0; t < T_; ++t) positions(t) = static_cast<Index>(t);
+    x = add(x, pos_emb_->forward(positions));  // + (T, C), broadcast over the batch
+  } else {
+    xt::xarray<T> table = xt::xarray<T>::from_shape({T_, config_.d_model});  // (T, C)
+    std::copy_n(sinusoid_.data(), T_ * config_.d_model, table.data());
+    x = add(x, Tensor<T>(std::move(table)));
+  }
+  for (auto& block : blocks_) x = block->forward(x);
+  x = ln_f_.forward(x);
+  return head_ ? head_->forward(x) : linear(x, tok_emb_.weight());  // (B, T, V)
+}
+
+std::pair<IndexArray, IndexArray> shift_tokens(const IndexArray& tokens) {
+  const Shape& s = tokens.shape();
+  if (s.size() != 2 || s[1] < 2) {
+    throw ShapeError(fmt::format("TransformerLM: loss needs tokens (B, T+1) with T >= 1, got {}",
+                                 format_shape(s)));
+  }
+  const std::size_t B = s[0], T_ = s[1] - 1;
+  IndexArray inputs = IndexArray::from_shape({B, T_});
+  IndexArray targets = IndexArray::from_shape({B, T_});
+  for (std::size_t b = 0; b < B; ++b) {
+    for (std::size_t t = 0; t < T_; ++t) {
+      inputs(b, t) = tokens(b, t);
+      targets(b, t) = tokens(b, t + 1);
+    }
+  }
+  return {std::move(inputs), std::move(targets)};
+}
+
+template <typename T>
+Tensor<T> TransformerLM<T>::loss(const IndexArray& tokens, const Mask* target_mask) {
+  auto [inputs, targets] = shift_tokens(tokens);
+  const Tensor<T> logits = forward(inputs);
+  if (target_mask == nullptr) return cross_entropy(logits, targets, Mask(xt::ones<bool>(targets.shape())));
+  if (Shape(target_mask->shape()) != Shape(targets.shape())) {
+    throw ShapeError(fmt::format("TransformerLM: target_mask must be (B, T) = {}, got {}",
+                                 format_shape(targets.shape()), format_shape(target_mask->shape())));
+  }
+  return cross_entropy(logits, targets, *target_mask);
+}
+
+template class TransformerBlock<float>;
+template class TransformerBlock<double>;
+template class TransformerLM<float>;
+template class TransformerLM<double>;
+
+}  // namespace headroom

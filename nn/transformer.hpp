@@ -1,0 +1,79 @@
+// The transformer block and the decoder-only language model of DESIGN.md.
+//
+// Legend: B = batch, T = time, C = d_model, V = vocab.
+//   pre-norm:  x = x + attn(ln1(x));  x = x + ffn(ln2(x))
+//   post-norm: x = ln1(x + attn(x));  x = ln2(x + ffn(x))   (Vaswani et al., 2017)
+// ln_f follows the last block in both cases, then head (or tok_emb.weight, tied).
+// The input is tok_emb[token] + position, without sqrt(d_model) scaling.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/attention.hpp"
+#include "nn/config.hpp"
+#include "nn/embedding.hpp"
+#include "nn/feed_forward.hpp"
+#include "nn/layer_norm.hpp"
+
+namespace headroom {
+
+struct BlockOptions {
+  AttentionOptions attention;
+  FeedForwardOptions ffn;
+  NormPlacement norm = NormPlacement::pre;
+  double ln_eps = 1e-5;
+};
+
+template <typename T>
+class TransformerBlock : public Module<T> {
+ public:
+  TransformerBlock(const BlockOptions& options, Rng& rng);
+  // x (B, T, C) -> (B, T, C). key_padding_mask (B, T) as in MultiHeadAttention.
+  // With weights non-null, the attention weights (B, H, T, T) are stored there.
+  Tensor<T> forward(const Tensor<T>& x, const Mask* key_padding_mask = nullptr,
+                    Tensor<T>* weights = nullptr);
+
+  MultiHeadAttention<T>& attention() { return attn_; }
+
+ private:
+  NormPlacement norm_;
+  LayerNorm<T> ln1_;
+  MultiHeadAttention<T> attn_;
+  LayerNorm<T> ln2_;
+  FeedForward<T> ffn_;
+};
+
+template <typename T>
+class TransformerLM : public Module<T> {
+ public:
+  // Initialisation (GPT-2, as nanoGPT): weights N(0, 0.02^2), the two projections
+  // that write into the residual stream (attn.out_proj, ffn.fc2) N(0, (0.02 /
+  // sqrt(2 n_layers))^2), biases 0, LayerNorm weight 1 and bias 0.
+  TransformerLM(const ModelConfig& config, Rng& rng);
+
+  // tokens (B, T) with T <= max_len -> logits (B, T, V)
+  Tensor<T> forward(const IndexArray& tokens);
+  // Mean next-token cross-entropy: inputs tokens[:, :T], targets tokens[:, 1:].
+  // tokens (B, T+1); target_mask (B, T) picks the targets that count (all when
+  // omitted).
+  Tensor<T> loss(const IndexArray& tokens, const Mask* target_mask = nullptr);
+
+  const ModelConfig& config() const { return config_; }  // resolved
+  std::size_t n_layers() const { return blocks_.size(); }
+  TransformerBlock<T>& block(std::size_t i) { return *blocks_.at(i); }
+
+ private:
+  ModelConfig config_;
+  Embedding<T> tok_emb_;
+  std::unique_ptr<Embedding<T>> pos_emb_;  // learned positions only
+  xt::xarray<T> sinusoid_;                 // (max_len, C), sinusoidal positions only
+  std::vector<std::unique_ptr<TransformerBlock<T>>> blocks_;
+  LayerNorm<T> ln_f_;
+  std::unique_ptr<Linear<T>> head_;  // absent when tied
+};
+
+// Splits (B, T+1) tokens into inputs (B, T) and next-token targets (B, T).
+std::pair<IndexArray, IndexArray> shift_tokens(const IndexArray& tokens);
+
+}  // namespace headroom

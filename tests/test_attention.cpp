@@ -1,0 +1,239 @@
+// MultiHeadAttention: gradchecks over the head configurations the audience asks
+// about, an independent plain-loop reference for the head-major layout and the GQA
+// grouping, masks, and the closed-form parameter counts.
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "gradcheck_doctest.hpp"
+#include "nn/attention.hpp"
+
+namespace hr = headroom;
+using D = hr::Tensor<double>;
+
+namespace {
+
+D random_input(const hr::Shape& shape, hr::Rng& rng) {
+  return D(hr::normal_init<double>(shape, 1.0, rng), true);
+}
+
+hr::GradcheckReport check_attention(hr::AttentionOptions options, const hr::Shape& x_shape,
+                                    const hr::Mask* padding = nullptr) {
+  hr::Rng rng(42);
+  options.init_std = 0.5;  // larger than training's 0.02, so every path carries signal
+  options.out_init_std = 0.5;
+  hr::MultiHeadAttention<double> attn(options, rng);
+  D x = random_input(x_shape, rng);
+  auto inputs = attn.named_parameters();
+  inputs.emplace_back("x", x);
+  return hr::gradcheck([&] { return std::vector<D>{attn.forward(x, padding).out}; }, inputs);
+}
+
+// Attention written out with loops, from the conventions in DESIGN.md alone.
+xt::xarray<double> reference_attention(const hr::MultiHeadAttention<double>& attn,
+                                       const xt::xarray<double>& x, const hr::Mask* padding) {
+  const auto& o = attn.options();
+  const std::size_t B = x.shape()[0], T = x.shape()[1], C = o.d_model;
+  const std::size_t H = o.n_heads, G = o.n_kv_heads, dk = o.d_k, dv = o.d_v;
+  std::map<std::string, xt::xarray<double>> p;
+  for (const auto& [name, t] : attn.named_parameters()) p[name] = t.value();
+  auto project = [&](const std::string& name, std::size_t b, std::size_t t, std::size_t row) {
+    double s = o.bias ? p[name + ".bias"](row) : 0.0;
+    for (std::size_t c = 0; c < C; ++c) s += p[name + ".weight"](row, c) * x(b, t, c);
+    return s;
+  };
+  xt::xarray<double> concat = xt::zeros<double>({B, T, H * dv});
+  for (std::size_t b = 0; b < B; ++b) {
+    for (std::size_t h = 0; h < H; ++h) {
+      const std::size_t kv = h / (H / G);  // query head h reads kv head h / g
+      for (std::size_t i = 0; i < T; ++i) {
+        std::vector<double> score(T, -std::numeric_limits<double>::infinity());
+        double best = -std::numeric_limits<double>::infinity();
+        for (std::size_t j = 0; j < T; ++j) {
+          if ((o.causal && j > i) || (padding && (*padding)(b, j))) continue;
+          double s = 0;
+          for (std::size_t d = 0; d < dk; ++d) {
+            s += project("q_proj", b, i, h * dk + d) * project("k_proj", b, j, kv * dk + d);
+          }
+          score[j] = s * *o.attn_scale;
+          best = std::max(best, score[j]);
+        }
+        if (best == -std::numeric_limits<double>::infinity()) continue;  // attends to nothing
+        double z = 0;
+        for (std::size_t j = 0; j < T; ++j) z += std::exp(score[j] - best);
+        for (std::size_t j = 0; j < T; ++j) {
+          const double w = std::exp(score[j] - best) / z;
+          for (std::size_t d = 0; d < dv; ++d) concat(b, i, h * dv + d) += w * project("v_proj", b, j, kv * dv + d);
+        }
+      }
+    }
+  }
+  xt::xarray<double> out = xt::zeros<double>({B, T, C});
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t t = 0; t < T; ++t)
+      for (std::size_t c = 0; c < C; ++c) {
+        double s = o.bias ? p["out_proj.bias"](c) : 0.0;
+        for (std::size_t k = 0; k < H * dv; ++k) s += p["out_proj.weight"](c, k) * concat(b, t, k);
+        out(b, t, c) = s;
+      }
+  return out;
+}
+
+void check_against_reference(const hr::AttentionOptions& options, const hr::Mask* padding = nullptr) {
+  hr::Rng rng(7);
+  hr::AttentionOptions o = options;
+  o.init_std = 0.4;
+  o.out_init_std = 0.4;
+  hr::MultiHeadAttention<double> attn(o, rng);
+  const xt::xarray<double> x = hr::normal_init<double>({2, 5, o.d_model}, 1.0, rng);
+  const xt::xarray<double> got = attn.forward(D(x), padding).out.value();
+  const xt::xarray<double> want = reference_attention(attn, x, padding);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    REQUIRE_MESSAGE(std::abs(got.data()[i] - want.data()[i]) < 1e-12,
+                    "flat index " << i << ": got " << got.data()[i] << ", reference " << want.data()[i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("attention matches a plain-loop reference for every head layout") {
+  SUBCASE("MHA, 4 heads") { check_against_reference({.d_model = 8, .n_heads = 4}); }
+  SUBCASE("one head") { check_against_reference({.d_model = 8, .n_heads = 1}); }
+  SUBCASE("d_k != d_model / n_heads, d_v != d_k") {
+    check_against_reference({.d_model = 6, .n_heads = 3, .d_k = 5, .d_v = 3});
+  }
+  SUBCASE("GQA: 4 query heads over 2 kv heads") {
+    check_against_reference({.d_model = 8, .n_heads = 4, .n_kv_heads = 2});
+  }
+  SUBCASE("MQA") { check_against_reference({.d_model = 8, .n_heads = 4, .n_kv_heads = 1}); }
+  SUBCASE("not causal, no bias, scale 1") {
+    check_against_reference({.d_model = 8, .n_heads = 2, .causal = false, .bias = false, .attn_scale = 1.0});
+  }
+  SUBCASE("key padding with a fully masked row") {
+    hr::Mask pad = xt::zeros<bool>({2, 5});
+    pad(0, 0) = true;  // batch 0: query 0 (causal) sees only key 0, which is padding
+    pad(1, 3) = true;
+    check_against_reference({.d_model = 8, .n_heads = 2}, &pad);
+  }
+}
+
+TEST_CASE("gradcheck: MultiHeadAttention over head configurations") {
+  struct Config {
+    const char* what;
+    hr::AttentionOptions options;
+  };
+  const Config configs[] = {
+      {"4 heads, causal", {.d_model = 8, .n_heads = 4}},
+      {"n_heads = 1", {.d_model = 6, .n_heads = 1}},
+      {"d_k = 1", {.d_model = 4, .n_heads = 2, .d_k = 1}},
+      {"d_k != d_model / n_heads", {.d_model = 6, .n_heads = 2, .d_k = 4}},
+      {"d_v != d_k", {.d_model = 6, .n_heads = 2, .d_k = 3, .d_v = 2}},
+      {"GQA (4 over 2)", {.d_model = 8, .n_heads = 4, .n_kv_heads = 2}},
+      {"MQA", {.d_model = 8, .n_heads = 4, .n_kv_heads = 1}},
+      {"not causal, no bias", {.d_model = 6, .n_heads = 3, .causal = false, .bias = false}},
+      {"attn_scale = 1", {.d_model = 6, .n_heads = 2, .attn_scale = 1.0}},
+  };
+  for (const auto& c : configs) {
+    INFO(c.what);
+    CHECK_GRADCHECK(check_attention(c.options, {2, 4, c.options.d_model}));
+  }
+}
+
+TEST_CASE("a fully masked query yields zeros and finite gradients") {
+  hr::Mask pad = xt::zeros<bool>({2, 4});
+  pad(0, 0) = true;  // causal: query 0 of batch 0 has no visible key
+  CHECK_GRADCHECK(check_attention({.d_model = 6, .n_heads = 2}, {2, 4, 6}, &pad));
+
+  hr::Rng rng(1);
+  hr::MultiHeadAttention<double> attn({.d_model = 6, .n_heads = 2, .bias = false}, rng);
+  D x = random_input({2, 4, 6}, rng);
+  auto result = attn.forward(x, &pad, true);
+  for (std::size_t c = 0; c < 6; ++c) CHECK(result.out.value()(0, 0, c) == 0.0);
+  for (std::size_t h = 0; h < 2; ++h)
+    for (std::size_t j = 0; j < 4; ++j) CHECK(result.weights.value()(0, h, 0, j) == 0.0);
+  sum(result.out).backward();
+  for (const auto& [name, p] : attn.named_parameters()) {
+    for (double g : p.grad()) CHECK_MESSAGE(std::isfinite(g), name << " has a non-finite gradient");
+  }
+}
+
+TEST_CASE("attention weights: (B, H, T, T), rows sum to one, causal zeros above the diagonal") {
+  hr::Rng rng(3);
+  hr::MultiHeadAttention<double> attn({.d_model = 8, .n_heads = 4, .n_kv_heads = 2}, rng);
+  const auto r = attn.forward(random_input({2, 5, 8}, rng), nullptr, true);
+  REQUIRE(hr::format_shape(r.weights.shape()) == "(2, 4, 5, 5)");
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t h = 0; h < 4; ++h)
+      for (std::size_t i = 0; i < 5; ++i) {
+        double s = 0;
+        for (std::size_t j = 0; j < 5; ++j) {
+          s += r.weights.value()(b, h, i, j);
+          if (j > i) CHECK(r.weights.value()(b, h, i, j) == 0.0);
+        }
+        CHECK(s == doctest::Approx(1.0).epsilon(1e-12));
+      }
+  hr::clear_tape<double>();
+}
+
+TEST_CASE("merge_heads(split_heads(x)) == x exactly") {
+  hr::Rng rng(9);
+  const D x(hr::normal_init<double>({3, 5, 12}, 1.0, rng));
+  for (std::size_t heads : {1u, 2u, 3u, 4u, 6u, 12u}) {
+    const D s = hr::split_heads(x, heads);
+    CHECK(hr::format_shape(s.shape()) == hr::format_shape({3, heads, 5, 12 / heads}));
+    // Head j of position t holds channels [j d, (j+1) d) of x at t: head-major rows.
+    CHECK(s.value()(1, heads - 1, 2, 0) == x.value()(1, 2, (heads - 1) * (12 / heads)));
+    const D m = hr::merge_heads(s);
+    CHECK(m.value() == x.value());
+  }
+  CHECK_THROWS_WITH_AS(hr::split_heads(x, 5), "split_heads: cannot split (3, 5, 12) into 5 heads along the last axis",
+                       std::invalid_argument);
+}
+
+TEST_CASE("parameter counts match the closed forms") {
+  hr::Rng rng(0);
+  // n_heads * d_k = d_model, no bias: 4 d_model^2 whatever the head count.
+  for (std::size_t heads : {1u, 2u, 8u, 16u, 64u}) {
+    hr::MultiHeadAttention<float> attn({.d_model = 512, .n_heads = heads, .bias = false}, rng);
+    CHECK_MESSAGE(attn.parameter_count() == 1048576u, heads << " heads");
+  }
+  hr::MultiHeadAttention<float> with_bias({.d_model = 512, .n_heads = 8}, rng);
+  CHECK(with_bias.parameter_count() == 4u * 512 * 512 + 4 * 512);
+  // GQA: q and out stay d_model^2; k and v shrink to d_model * G d_k each.
+  hr::MultiHeadAttention<float> gqa({.d_model = 64, .n_heads = 8, .n_kv_heads = 2, .bias = false}, rng);
+  CHECK(gqa.parameter_count() == 2u * 64 * 64 + 2u * 64 * (2 * 8));
+  // Free d_k, d_v: q, k (H d_k each), v (H d_v), out (H d_v).
+  hr::MultiHeadAttention<float> wide({.d_model = 16, .n_heads = 2, .d_k = 10, .d_v = 3, .bias = false}, rng);
+  CHECK(wide.parameter_count() == 16u * 20 * 2 + 16u * 6 * 2);
+}
+
+TEST_CASE("invalid attention configurations are rejected with the numbers") {
+  hr::Rng rng(0);
+  auto make = [&](hr::AttentionOptions o) { hr::MultiHeadAttention<float> a(o, rng); };
+  CHECK_THROWS_WITH_AS(make({.d_model = 64, .n_heads = 8, .n_kv_heads = 3}),
+                       "MultiHeadAttention: n_heads=8 is not a multiple of n_kv_heads=3",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make({.d_model = 10, .n_heads = 3}),
+                       "MultiHeadAttention: d_model=10 is not a multiple of n_heads=3; give d_k explicitly",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make({.d_model = 0, .n_heads = 1}), "MultiHeadAttention: d_model must be positive, got 0",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make({.d_model = 8, .n_heads = 0}), "MultiHeadAttention: n_heads must be positive, got 0",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make({.d_model = 8, .n_heads = 2, .n_kv_heads = 4}),
+                       "MultiHeadAttention: n_heads=2 is not a multiple of n_kv_heads=4", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make({.d_model = 8, .n_heads = 2, .dropout = 1.0}),
+                       "MultiHeadAttention: dropout must be in [0, 1), got 1", std::invalid_argument);
+
+  hr::MultiHeadAttention<float> attn({.d_model = 8, .n_heads = 2}, rng);
+  hr::Tensor<float> x(xt::zeros<float>({2, 3, 6}));
+  CHECK_THROWS_WITH_AS(attn.forward(x), "MultiHeadAttention: input must be (B, T, 8), got (2, 3, 6)",
+                       std::invalid_argument);
+  hr::Tensor<float> ok(xt::zeros<float>({2, 3, 8}));
+  hr::Mask bad = xt::zeros<bool>({2, 4});
+  CHECK_THROWS_WITH_AS(attn.forward(ok, &bad), "MultiHeadAttention: key_padding_mask must be (B, T) = (2, 3), got (2, 4)",
+                       std::invalid_argument);
+}

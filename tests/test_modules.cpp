@@ -1,0 +1,258 @@
+// Modules: gradchecks of each module and of the whole language model's loss with
+// respect to every parameter, names as DESIGN.md lists them, state dicts, config
+// JSON, causality and the sinusoidal table.
+#include <cmath>
+#include <set>
+
+#include <doctest/doctest.h>
+
+#include "gradcheck_doctest.hpp"
+#include "nn/config_json.hpp"
+#include "nn/transformer.hpp"
+
+namespace hr = headroom;
+using D = hr::Tensor<double>;
+
+namespace {
+
+D random_leaf(const hr::Shape& shape, hr::Rng& rng) { return D(hr::normal_init<double>(shape, 1.0, rng), true); }
+
+// Module parameters are drawn at training scale (0.02); for a gradient check we
+// want every path to carry signal, so we redraw them at unit scale.
+template <typename M>
+void scale_up(M& module, hr::Rng& rng) {
+  for (auto& [name, p] : module.named_parameters()) {
+    p.mutable_value() = hr::normal_init<double>(p.shape(), 0.5, rng);
+  }
+}
+
+hr::IndexArray random_tokens(std::size_t b, std::size_t t, std::size_t vocab, hr::Rng& rng) {
+  hr::IndexArray tokens = hr::IndexArray::from_shape({b, t});
+  for (auto& v : tokens) v = static_cast<hr::Index>(rng.below(vocab));
+  return tokens;
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: Linear, Embedding, LayerNorm, FeedForward") {
+  hr::Rng rng(1);
+  SUBCASE("Linear with and without bias") {
+    for (bool bias : {true, false}) {
+      hr::Linear<double> lin({.in_features = 4, .out_features = 3, .bias = bias}, rng);
+      scale_up(lin, rng);
+      D x = random_leaf({2, 5, 4}, rng);
+      auto inputs = lin.named_parameters();
+      inputs.emplace_back("x", x);
+      CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{lin.forward(x)}; }, inputs));
+    }
+  }
+  SUBCASE("Embedding") {
+    hr::Embedding<double> emb({.num_embeddings = 6, .dim = 3}, rng);
+    const hr::IndexArray idx = {{0, 5, 5}, {2, 0, 1}};
+    CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{emb.forward(idx)}; }, emb.named_parameters()));
+  }
+  SUBCASE("LayerNorm") {
+    hr::LayerNorm<double> ln({.dim = 5});
+    scale_up(ln, rng);
+    D x = random_leaf({3, 5}, rng);
+    auto inputs = ln.named_parameters();
+    inputs.emplace_back("x", x);
+    CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{ln.forward(x)}; }, inputs));
+  }
+  SUBCASE("FeedForward, each activation") {
+    for (auto act : {hr::Activation::gelu, hr::Activation::gelu_tanh, hr::Activation::relu}) {
+      INFO(hr::to_string(act));
+      hr::FeedForward<double> ffn({.d_model = 4, .d_ff = 6, .activation = act}, rng);
+      scale_up(ffn, rng);
+      D x = random_leaf({2, 3, 4}, rng);
+      auto inputs = ffn.named_parameters();
+      inputs.emplace_back("x", x);
+      CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{ffn.forward(x)}; }, inputs));
+    }
+  }
+}
+
+TEST_CASE("gradcheck: TransformerBlock, pre- and post-norm") {
+  for (auto norm : {hr::NormPlacement::pre, hr::NormPlacement::post}) {
+    INFO(hr::to_string(norm));
+    hr::Rng rng(2);
+    hr::TransformerBlock<double> block({.attention = {.d_model = 6, .n_heads = 2},
+                                        .ffn = {.d_model = 6, .d_ff = 8},
+                                        .norm = norm},
+                                       rng);
+    scale_up(block, rng);
+    D x = random_leaf({2, 4, 6}, rng);
+    auto inputs = block.named_parameters();
+    inputs.emplace_back("x", x);
+    CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{block.forward(x)}; }, inputs));
+  }
+}
+
+TEST_CASE("gradcheck: the language model's loss with respect to every parameter") {
+  struct Case {
+    const char* what;
+    hr::ModelConfig config;
+  };
+  const Case cases[] = {
+      {"pre-norm, learned positions", {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6}},
+      {"post-norm, sinusoidal, relu",
+       {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 4, .max_len = 6, .norm = hr::NormPlacement::post,
+        .activation = hr::Activation::relu, .pos = hr::PositionEncoding::sinusoidal}},
+      {"GQA, tied embeddings, no bias",
+       {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 4, .n_kv_heads = 2, .max_len = 6, .bias = false,
+        .tie_embeddings = true}},
+      {"MQA, d_k = 1, d_v = 3, gelu_tanh",
+       {.vocab = 7, .d_model = 6, .n_layers = 1, .n_heads = 3, .n_kv_heads = 1, .d_k = 1, .d_v = 3, .max_len = 6,
+        .activation = hr::Activation::gelu_tanh}},
+      {"one head, not causal", {.vocab = 5, .d_model = 4, .n_layers = 1, .n_heads = 1, .max_len = 6, .causal = false}},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    hr::Rng rng(3);
+    hr::TransformerLM<double> lm(c.config, rng);
+    scale_up(lm, rng);
+    const hr::IndexArray tokens = random_tokens(2, 6, c.config.vocab, rng);
+    hr::Mask mask = xt::ones<bool>({2, 5});
+    mask(0, 0) = false;
+    hr::GradcheckOptions options;
+    options.max_elements = 24;  // per parameter: a random subset of elements ...
+    options.directions = 2;     // ... and two random directions through all of them
+    CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{lm.loss(tokens, &mask)}; }, lm.named_parameters(),
+                                  options));
+  }
+}
+
+TEST_CASE("parameter names follow DESIGN.md and PyTorch's state_dict") {
+  hr::Rng rng(0);
+  hr::TransformerLM<float> lm({.vocab = 11, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 16}, rng);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : lm.named_parameters()) names.push_back(name + " " + hr::format_shape(p.shape()));
+  std::vector<std::string> want{"tok_emb.weight (11, 8)", "pos_emb.weight (16, 8)"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".";
+    for (const char* s : {"ln1.weight (8)", "ln1.bias (8)", "attn.q_proj.weight (8, 8)", "attn.q_proj.bias (8)",
+                          "attn.k_proj.weight (8, 8)", "attn.k_proj.bias (8)", "attn.v_proj.weight (8, 8)",
+                          "attn.v_proj.bias (8)", "attn.out_proj.weight (8, 8)", "attn.out_proj.bias (8)",
+                          "ln2.weight (8)", "ln2.bias (8)", "ffn.fc1.weight (32, 8)", "ffn.fc1.bias (32)",
+                          "ffn.fc2.weight (8, 32)", "ffn.fc2.bias (8)"}) {
+      want.push_back(b + s);
+    }
+  }
+  want.push_back("ln_f.weight (8)");
+  want.push_back("ln_f.bias (8)");
+  want.push_back("head.weight (11, 8)");
+  CHECK(names == want);
+
+  hr::TransformerLM<float> tied({.vocab = 11, .d_model = 8, .n_layers = 1, .n_heads = 2, .n_kv_heads = 1,
+                                 .max_len = 16, .pos = hr::PositionEncoding::sinusoidal, .tie_embeddings = true},
+                                rng);
+  std::set<std::string> tied_names;
+  for (const auto& [name, p] : tied.named_parameters()) tied_names.insert(name);
+  CHECK(tied_names.count("head.weight") == 0);
+  CHECK(tied_names.count("pos_emb.weight") == 0);
+  CHECK(tied.named_parameters()[5].first == "blocks.0.attn.k_proj.weight");
+  CHECK(hr::format_shape(tied.named_parameters()[5].second.shape()) == "(4, 8)");  // one kv head of d_k 4
+}
+
+TEST_CASE("changing tokens after position t leaves logits up to t bit-identical") {
+  hr::Rng rng(4);
+  hr::TransformerLM<float> lm({.vocab = 9, .d_model = 16, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .max_len = 12},
+                              rng);
+  hr::NoGrad no_grad;
+  hr::IndexArray a = random_tokens(2, 10, 9, rng);
+  const xt::xarray<float> before = lm.forward(a).value();
+  for (std::size_t t = 6; t < 10; ++t) a(1, t) = (a(1, t) + 1) % 9;  // change batch 1 from t = 6 on
+  const xt::xarray<float> after = lm.forward(a).value();
+  for (std::size_t t = 0; t < 10; ++t)
+    for (std::size_t v = 0; v < 9; ++v) {
+      CHECK_MESSAGE(before(0, t, v) == after(0, t, v), "batch 0 changed at t=" << t);
+      if (t < 6) CHECK_MESSAGE(before(1, t, v) == after(1, t, v), "batch 1 changed at t=" << t << " < 6");
+    }
+  bool later_changed = false;
+  for (std::size_t v = 0; v < 9; ++v) later_changed = later_changed || before(1, 6, v) != after(1, 6, v);
+  CHECK(later_changed);  // and the changed positions do see the change
+}
+
+TEST_CASE("sinusoidal positions follow Vaswani et al. (2017)") {
+  const xt::xarray<double> pe = hr::sinusoidal_positions<double>(50, 8);
+  CHECK(pe(0, 0) == 0.0);
+  CHECK(pe(0, 1) == 1.0);
+  CHECK(pe(3, 0) == doctest::Approx(std::sin(3.0)));
+  CHECK(pe(3, 1) == doctest::Approx(std::cos(3.0)));
+  // i = 1: w = 10000^(-2/8) = 0.1
+  CHECK(pe(7, 2) == doctest::Approx(std::sin(0.7)));
+  CHECK(pe(7, 3) == doctest::Approx(std::cos(0.7)));
+  // i = 3: w = 10000^(-6/8) = 0.001
+  CHECK(pe(49, 6) == doctest::Approx(std::sin(0.049)));
+}
+
+TEST_CASE("state_dict round-trips and load_state_dict names what is wrong") {
+  hr::Rng rng(5);
+  const hr::ModelConfig cfg{.vocab = 5, .d_model = 4, .n_layers = 1, .n_heads = 2, .max_len = 4};
+  hr::TransformerLM<float> a(cfg, rng), b(cfg, rng);
+  b.load_state_dict(a.state_dict());
+  const auto sa = a.state_dict(), sb = b.state_dict();
+  for (std::size_t i = 0; i < sa.size(); ++i) CHECK_MESSAGE(sa[i].second == sb[i].second, sa[i].first);
+
+  auto missing = sa;
+  missing.erase(missing.begin() + 2);
+  CHECK_THROWS_WITH_AS(b.load_state_dict(missing),
+                       "load_state_dict: missing parameter 'blocks.0.ln1.weight' of shape (4)", std::invalid_argument);
+  auto wrong = sa;
+  wrong[0].second = xt::zeros<float>({5, 3});
+  CHECK_THROWS_WITH_AS(b.load_state_dict(wrong),
+                       "load_state_dict: parameter 'tok_emb.weight' has shape (5, 3) but the model expects (5, 4)",
+                       std::invalid_argument);
+  auto extra = sa;
+  extra.emplace_back("head.bias", xt::zeros<float>({5}));
+  CHECK_THROWS_WITH_AS(b.load_state_dict(extra), "load_state_dict: unexpected parameter 'head.bias' of shape (5)",
+                       std::invalid_argument);
+  // A failed load changes nothing.
+  for (std::size_t i = 0; i < sa.size(); ++i) CHECK(b.state_dict()[i].second == sa[i].second);
+}
+
+TEST_CASE("model config: defaults, validation and JSON") {
+  const hr::ModelConfig r = hr::ModelConfig{.vocab = 10, .d_model = 64, .n_heads = 8}.resolved();
+  CHECK(r.d_k == 8);
+  CHECK(r.d_v == 8);
+  CHECK(r.n_kv_heads == 8);
+  CHECK(r.d_ff == 256);
+  CHECK(*r.attn_scale == doctest::Approx(1.0 / std::sqrt(8.0)));
+
+  const std::string json = hr::model_config_to_json(r);
+  for (const char* key : {"\"vocab\"", "\"d_model\"", "\"n_layers\"", "\"n_heads\"", "\"n_kv_heads\"", "\"d_k\"",
+                          "\"d_v\"", "\"d_ff\"", "\"max_len\"", "\"norm\"", "\"activation\"", "\"pos\"",
+                          "\"causal\"", "\"attn_scale\"", "\"ln_eps\"", "\"bias\"", "\"tie_embeddings\""}) {
+    CHECK_MESSAGE(json.find(key) != std::string::npos, "config JSON lacks " << key);
+  }
+  const hr::ModelConfig back = hr::model_config_from_json(json, "cfg.json");
+  CHECK(hr::model_config_to_json(back) == json);
+
+  CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "heads": 4})", "cfg.json"),
+                       doctest::Contains("cfg.json: unknown model config key 'heads'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "d_model": "64"})", "cfg.json"),
+                       "cfg.json: 'd_model' must be a non-negative integer, got \"64\" (string)",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "norm": "middle"})", "cfg.json"),
+                       "cfg.json: 'norm': norm must be 'pre' or 'post', got 'middle'", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "n_heads": 8, "n_kv_heads": 3})", "cfg.json"),
+                       "cfg.json: MultiHeadAttention: n_heads=8 is not a multiple of n_kv_heads=3",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::model_config_from_json("{\"vocab\": 5,", "cfg.json"),
+                       doctest::Contains("cfg.json: not valid JSON"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS((hr::ModelConfig{.vocab = 0}.resolved()), "model config: vocab must be positive, got 0",
+                       std::invalid_argument);
+}
+
+TEST_CASE("the language model checks its inputs") {
+  hr::Rng rng(0);
+  hr::TransformerLM<float> lm({.vocab = 5, .d_model = 4, .n_layers = 1, .n_heads = 2, .max_len = 4}, rng);
+  CHECK_THROWS_WITH_AS(lm.forward(random_tokens(1, 5, 5, rng)),
+                       "TransformerLM: sequence length 5 is not in [1, max_len=4]", std::invalid_argument);
+  hr::IndexArray bad = {{0, 1, 7}};
+  CHECK_THROWS_WITH_AS(lm.forward(bad),
+                       "embedding: index 7 at position (0, 2) is out of range for a weight of shape (5, 4)",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(lm.loss(random_tokens(1, 1, 5, rng)), "TransformerLM: loss needs tokens (B, T+1) with T >= 1, got (1, 1)",
+                       std::invalid_argument);
+}
