@@ -1,0 +1,55 @@
+// A character-level language-modelling dataset from any UTF-8 text file.
+//
+// Vocabulary: the distinct code points of the file, sorted; a character's id is its
+// rank. Train is the first train_fraction of the text (counted in characters,
+// rounded down) and val the rest, so the two never share a position. A batch row is
+// a window of T+1 consecutive ids starting uniformly at random inside its split,
+// and every target counts.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/dataset.hpp"
+
+namespace headroom {
+
+struct CharDatasetOptions {
+  std::size_t seq_len = 64;     // T: model inputs per row; windows are T+1 characters
+  double train_fraction = 0.9;  // in (0, 1): the first part of the text is train
+};
+
+class CharDataset : public Dataset {
+ public:
+  // Reads and encodes the whole file. Throws DataError naming the file for a file
+  // that cannot be read, an empty file, invalid UTF-8 (with the byte offset), a
+  // train_fraction outside (0, 1), and a split shorter than T+1 characters.
+  CharDataset(const std::filesystem::path& file, CharDatasetOptions options = {});
+
+  std::string name() const override { return file_; }
+  std::size_t vocab_size() const override { return alphabet_.size(); }
+  std::size_t seq_len() const override { return seq_len_; }
+  Batch sample(std::size_t batch, Split split, Rng& rng) const override;
+
+  // (N) ids of a UTF-8 string; a character outside the vocabulary is an error.
+  IndexArray encode(const std::string& text) const;
+  // UTF-8 text of ids (any shape, read in row-major order) in [0, vocab_size()).
+  std::string decode(const IndexArray& ids) const;
+
+  // The vocabulary: alphabet()[id] is the code point with that id.
+  const std::u32string& alphabet() const { return alphabet_; }
+  // Characters in the whole text and in each split.
+  std::size_t size() const { return ids_.size(); }
+  std::size_t split_size(Split split) const;
+
+ private:
+  std::string file_;
+  std::size_t seq_len_;
+  std::u32string alphabet_;   // sorted distinct code points
+  std::vector<Index> ids_;    // (N) the whole text
+  std::size_t train_size_;    // ids_[0, train_size_) is train, the rest val
+};
+
+}  // namespace headroom

@@ -1,0 +1,86 @@
+// Seeded toy sequence tasks for probing what attention heads do: copy, reverse,
+// sort, associative recall and induction. Each task fixes a token layout for rows
+// of T+1 tokens over a vocabulary of V ids; the layouts are documented at the top
+// of each task in toy_tasks.cpp and summarised in data/README.md.
+//
+// Every task reserves the same low ids: 0 pad (shown "_"), 1 separator ("|"),
+// 2 query marker ("?"). Content tokens are the ids [3, V). Pad fills a row whose
+// layout is shorter than T+1; targets that are pad never count.
+//
+// Train and val never share an example, by construction rather than by chance: an
+// example (its row of T+1 tokens) belongs to val iff a fixed hash of it is 0 mod 8
+// (example_split), and each split is sampled by rejection.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "data/dataset.hpp"
+
+namespace headroom {
+
+inline constexpr Index kPad = 0;
+inline constexpr Index kSep = 1;
+inline constexpr Index kQuery = 2;
+inline constexpr Index kFirstContent = 3;
+
+struct TaskOptions {
+  std::size_t vocab = 16;   // V: token ids are [0, V)
+  std::size_t seq_len = 12; // T: model inputs per row; rows hold T+1 tokens
+};
+
+class Task : public Dataset {
+ public:
+  std::string name() const override { return name_; }
+  std::size_t vocab_size() const override { return vocab_; }
+  std::size_t seq_len() const override { return seq_len_; }
+
+  // Draws rows by rejection until each lands in `split` (see example_split). Throws
+  // DataError when batch is 0, or when the task's vocab and seq_len allow so few
+  // distinct examples that `split` is empty (or nearly so).
+  Batch sample(std::size_t batch, Split split, Rng& rng) const override;
+
+  // One training example at this task's vocab and seq_len (a fixed seed), on one
+  // line, counted targets in brackets: "copy: 3 7 4 5 | [3 7 4 5]".
+  std::string example() const;
+
+ protected:
+  Task(std::string name, TaskOptions options);
+
+  // Writes one example into a row that arrives filled with kPad and a mask that
+  // arrives all false: generate writes its tokens and sets its counted targets
+  // (counted[t] is about row[t + 1]).
+  virtual void generate(Rng& rng, std::span<Index> row, std::span<bool> counted) const = 0;
+
+  // "copy: vocab 4 is too small: needs at least 5 (<why>)"
+  [[noreturn]] void vocab_too_small(std::size_t needed, const std::string& why) const;
+  // "copy: seq_len 1 is too short: needs at least 2 (<why>)"
+  [[noreturn]] void seq_len_too_short(std::size_t needed, const std::string& why) const;
+
+ private:
+  std::string name_;
+  std::size_t vocab_;
+  std::size_t seq_len_;
+};
+
+// A fixed 64-bit hash of a row (FNV-1a over the ids' little-endian bytes, then the
+// MurmurHash3 finaliser so the low bits are well mixed); the same on every platform.
+std::uint64_t example_hash(std::span<const Index> row);
+// Split::val iff example_hash(row) % 8 == 0: about one example in eight is val.
+Split example_split(std::span<const Index> row);
+
+// Ids as numbers, specials as "_", "|", "?"; the tokens that are counted targets
+// (row[t + 1] where counted[t]) are wrapped in brackets, one pair per run.
+// counted.size() must be row.size() - 1.
+std::string render_example(std::span<const Index> row, std::span<const bool> counted);
+
+// The task called `name` ("copy", "reverse", "sort", "recall", "induction"), or a
+// DataError listing the valid names. Also throws when options do not fit the task.
+std::unique_ptr<Task> make_task(const std::string& name, TaskOptions options);
+std::vector<std::string> task_names();
+
+}  // namespace headroom
