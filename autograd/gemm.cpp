@@ -42,4 +42,7 @@ void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
               a, to_ld(lda), b, to_ld(ldb), beta, c, to_ld(ldc));
 }
 
+void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
+int blas_threads() { return openblas_get_num_threads(); }
+
 }  // namespace headroom

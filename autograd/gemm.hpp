@@ -11,4 +11,8 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
           const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
 
+// Threads OpenBLAS may use for each GEMM (the trainer's --threads).
+void set_blas_threads(int threads);
+int blas_threads();
+
 }  // namespace headroom

@@ -11,5 +11,6 @@ namespace headroom::cli {
 using Run = std::function<int()>;  // returns the process exit status
 
 Run add_gradcheck_command(CLI::App& app);
+Run add_train_command(CLI::App& app);
 
 }  // namespace headroom::cli

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     headroom::cli::Run run;
   };
   const std::vector<Command> commands{
+      {"train", headroom::cli::add_train_command(app)},
       {"gradcheck", headroom::cli::add_gradcheck_command(app)},
   };
 

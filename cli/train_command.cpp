@@ -1,0 +1,222 @@
+// `headroom train`: train a small decoder-only transformer on a toy task or a text
+// file, with a progress bar, validation, config.json and metrics.csv.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/trainer.hpp"
+#include "data/task.hpp"
+#include "nn/config_json.hpp"
+
+namespace headroom::cli {
+namespace {
+
+// Flags the user gave; each overrides --config, which overrides the defaults.
+struct TrainFlags {
+  std::string config_file;
+  std::string out;
+  std::optional<std::size_t> d_model, heads, dk, dv, kv_heads, layers, d_ff, max_len;
+  std::optional<std::string> norm, activation, pos;
+  std::optional<double> attn_scale;
+  bool no_bias = false, tie = false, non_causal = false;
+  std::optional<std::string> task, text;
+  std::optional<std::size_t> seq_len, vocab;
+  std::optional<std::string> optimizer, schedule;
+  std::optional<std::size_t> steps, batch, warmup, eval_every, eval_batches;
+  std::optional<double> lr, min_lr, clip, weight_decay, momentum;
+  std::optional<std::uint64_t> seed;
+  std::optional<int> threads;
+  bool quiet = false;
+};
+
+template <typename V>
+void apply(std::optional<V> flag, V& target) {
+  if (flag) target = *flag;
+}
+
+TrainConfig build_config(const TrainFlags& f) {
+  TrainConfig c;
+  if (!f.config_file.empty()) {
+    std::ifstream in(f.config_file);
+    if (!in) throw std::invalid_argument(fmt::format("cannot read config file {}", f.config_file));
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json object;
+    try {
+      object = nlohmann::json::parse(text.str());
+    } catch (const nlohmann::json::parse_error& e) {
+      throw std::invalid_argument(fmt::format("{}: not valid JSON: {}", f.config_file, e.what()));
+    }
+    update_from_json(c, object, f.config_file);
+  }
+  ModelConfig& m = c.model;
+  apply(f.d_model, m.d_model);
+  apply(f.heads, m.n_heads);
+  apply(f.dk, m.d_k);
+  apply(f.dv, m.d_v);
+  apply(f.kv_heads, m.n_kv_heads);
+  apply(f.layers, m.n_layers);
+  apply(f.d_ff, m.d_ff);
+  apply(f.max_len, m.max_len);
+  if (f.norm) m.norm = parse_norm(*f.norm);
+  if (f.activation) m.activation = parse_activation(*f.activation);
+  if (f.pos) m.pos = parse_pos(*f.pos);
+  if (f.attn_scale) m.attn_scale = *f.attn_scale;
+  if (f.no_bias) m.bias = false;
+  if (f.tie) m.tie_embeddings = true;
+  if (f.non_causal) m.causal = false;
+  apply(f.task, c.data.task);
+  apply(f.text, c.data.text);
+  apply(f.seq_len, c.data.seq_len);
+  apply(f.vocab, c.data.vocab);
+  OptimConfig& o = c.optim;
+  apply(f.optimizer, o.optimizer);
+  apply(f.schedule, o.schedule);
+  apply(f.steps, o.steps);
+  apply(f.batch, o.batch);
+  apply(f.warmup, o.warmup);
+  apply(f.eval_every, o.eval_every);
+  apply(f.eval_batches, o.eval_batches);
+  apply(f.lr, o.lr);
+  apply(f.min_lr, o.min_lr);
+  apply(f.clip, o.clip);
+  apply(f.weight_decay, o.weight_decay);
+  apply(f.momentum, o.momentum);
+  apply(f.seed, o.seed);
+  apply(f.threads, o.threads);
+  return c;
+}
+
+std::string duration(double s) {
+  const auto total = static_cast<long>(s + 0.5);
+  return total >= 3600 ? fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60)
+                       : fmt::format("{}:{:02}", total / 60, total % 60);
+}
+
+std::string rate(double tokens_per_s) {
+  return tokens_per_s >= 1e6 ? fmt::format("{:.1f}M", tokens_per_s / 1e6) : fmt::format("{:.1f}k", tokens_per_s / 1e3);
+}
+
+int run_train(const TrainFlags& flags) {
+  TrainConfig config = build_config(flags);
+  config.validate();
+  std::unique_ptr<Dataset> data = make_dataset(config);
+  config = finalize(config, *data);
+
+  const bool tty = isatty(fileno(stdout)) != 0 && !flags.quiet;
+  const ModelConfig& m = config.model;
+  fmt::print("headroom train: {} (vocab {}, seq_len {}), d_model {}, {} layers, {} heads (kv {}), d_k {}, d_v {}, "
+             "{}-norm\n",
+             data->name(), m.vocab, config.data.seq_len, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.d_k, m.d_v,
+             to_string(m.norm));
+  if (const auto* task = dynamic_cast<const Task*>(data.get())) fmt::print("example: {}\n", task->example());
+  std::fflush(stdout);
+
+  double last_val_loss = NAN, last_val_acc = NAN;
+  const TrainSummary s = train(config, *data, flags.out, [&](const Progress& p) {
+    if (p.evaluated) {
+      last_val_loss = p.val.loss;
+      last_val_acc = p.val.accuracy;
+    }
+    const double eta = p.step > 0 ? p.elapsed_s * static_cast<double>(p.steps - p.step) / static_cast<double>(p.step) : 0;
+    const std::string val = std::isnan(last_val_loss)
+                                ? std::string("val -")
+                                : fmt::format("val {:.4f} acc {:5.1f}%", last_val_loss, 100 * last_val_acc);
+    if (tty) {
+      constexpr int kWidth = 24;
+      const int filled = static_cast<int>(kWidth * p.step / p.steps);
+      fmt::print("\r[{:<{}}] step {}/{}  loss {:.4f}  {}  {} tok/s  ETA {}\x1b[K", std::string(filled, '='), kWidth,
+                 p.step, p.steps, p.train_loss, val, rate(p.tokens_per_s), duration(eta));
+      if (p.step == p.steps) fmt::print("\n");
+      std::fflush(stdout);
+    } else if (p.evaluated && !flags.quiet) {
+      fmt::print("step {:>6}/{}  loss {:.4f}  {}  lr {:.3g}  grad norm {:.3f}  {} tok/s  elapsed {}\n", p.step,
+                 p.steps, p.train_loss, val, p.lr, p.grad_norm, rate(p.tokens_per_s), duration(p.elapsed_s));
+      std::fflush(stdout);
+    }
+  });
+  fmt::print("done: {} steps in {} ({} tok/s), {} parameters\n", s.steps, duration(s.wall_s), rate(s.tokens_per_s),
+             s.parameters);
+  if (s.skipped_steps > 0) fmt::print("skipped {} updates with a non-finite gradient norm\n", s.skipped_steps);
+  fmt::print("final: train loss {:.4f}, val loss {:.4f}, val accuracy {:.2f}% (best {:.2f}% at step {})\n",
+             s.final_train_loss, s.final_val.loss, 100 * s.final_val.accuracy, 100 * s.best_val_accuracy,
+             s.best_step);
+  if (!flags.out.empty()) fmt::print("wrote {0}/config.json and {0}/metrics.csv\n", flags.out);
+  return 0;
+}
+
+}  // namespace
+
+Run add_train_command(CLI::App& app) {
+  auto f = std::make_shared<TrainFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a small decoder-only transformer on a toy task (--task) or a text file (--text), showing progress and "
+      "validation loss and accuracy on the counted targets. Flags override --config FILE.json, which overrides the "
+      "defaults shown.");
+  const TrainConfig d;
+  auto group = [&](const char* name) { return cmd->add_option_group(name); };
+
+  CLI::Option_group* model = group("Model");
+  model->add_option("--d-model", f->d_model, fmt::format("Model width (default {})", d.model.d_model));
+  model->add_option("--heads", f->heads, fmt::format("Query heads (default {})", d.model.n_heads));
+  model->add_option("--dk", f->dk, "Per-head query/key width (default d_model / heads)");
+  model->add_option("--dv", f->dv, "Per-head value width (default d_k)");
+  model->add_option("--kv-heads", f->kv_heads, "Key/value heads: 1 is MQA, fewer than --heads is GQA (default --heads)");
+  model->add_option("--layers", f->layers, fmt::format("Transformer blocks (default {})", d.model.n_layers));
+  model->add_option("--d-ff", f->d_ff, "Feed-forward width (default 4 * d_model)");
+  model->add_option("--max-len", f->max_len, "Longest sequence the model accepts (default --seq-len)");
+  model->add_option("--norm", f->norm, "pre | post (default pre)");
+  model->add_option("--activation", f->activation, "gelu | gelu_tanh | relu (default gelu)");
+  model->add_option("--pos", f->pos, "learned | sinusoidal (default learned)");
+  model->add_option("--attn-scale", f->attn_scale, "Attention score scale (default 1/sqrt(d_k))");
+  model->add_flag("--no-bias", f->no_bias, "Linear layers without bias");
+  model->add_flag("--tie-embeddings", f->tie, "Share the output head with the token embedding");
+  model->add_flag("--non-causal", f->non_causal, "Let every position attend to every position");
+
+  CLI::Option_group* data = group("Data");
+  std::string tasks;
+  for (const auto& t : task_names()) tasks += (tasks.empty() ? "" : " | ") + t;
+  data->add_option("--task", f->task, fmt::format("Toy task: {} (default {})", tasks, d.data.task));
+  data->add_option("--text", f->text, "Train a character-level model on this UTF-8 text file instead of a task");
+  data->add_option("--seq-len", f->seq_len, fmt::format("Tokens the model reads per row (default {})", d.data.seq_len));
+  data->add_option("--vocab", f->vocab, fmt::format("Toy task vocabulary, 3 special tokens included (default {})",
+                                                   d.data.vocab));
+
+  CLI::Option_group* opt = group("Training");
+  opt->add_option("--steps", f->steps, fmt::format("Optimizer steps (default {})", d.optim.steps));
+  opt->add_option("--batch", f->batch, fmt::format("Rows per step (default {})", d.optim.batch));
+  opt->add_option("--lr", f->lr, fmt::format("Peak learning rate, reached after --warmup steps (default {})",
+                                             d.optim.lr));
+  opt->add_option("--optimizer", f->optimizer, "adamw | adam | sgd (default adamw)");
+  opt->add_option("--schedule", f->schedule,
+                  "constant | cosine (linear warm-up, cosine decay to --min-lr) | inverse_sqrt (linear warm-up, "
+                  "then lr * sqrt(warmup / t)) (default cosine)");
+  opt->add_option("--warmup", f->warmup, fmt::format("Warm-up steps (default {})", d.optim.warmup));
+  opt->add_option("--min-lr", f->min_lr, "Floor of the cosine decay (default 0)");
+  opt->add_option("--clip", f->clip, fmt::format("Clip the global gradient norm; 0 is off (default {})", d.optim.clip));
+  opt->add_option("--weight-decay", f->weight_decay,
+                  fmt::format("AdamW decoupled decay, skipping biases, norms and embeddings; L2 for adam and sgd "
+                              "(default {})",
+                              d.optim.weight_decay));
+  opt->add_option("--momentum", f->momentum, "SGD momentum (default 0.9)");
+  opt->add_option("--seed", f->seed, "Seed for weights, batches and dropout (default 0)");
+  opt->add_option("--threads", f->threads, "OpenBLAS threads (default 1)");
+  opt->add_option("--eval-every", f->eval_every, fmt::format("Steps between validations (default {})",
+                                                            d.optim.eval_every));
+  opt->add_option("--eval-batches", f->eval_batches,
+                  fmt::format("Validation batches per evaluation (default {})", d.optim.eval_batches));
+
+  cmd->add_option("--config", f->config_file, "Read settings from a JSON file like the config.json a run writes");
+  cmd->add_option("--out", f->out, "Write config.json and metrics.csv into this directory");
+  cmd->add_flag("-q,--quiet", f->quiet, "Print only the summary");
+  return [f] { return run_train(*f); };
+}
+
+}  // namespace headroom::cli

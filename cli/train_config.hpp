@@ -1,0 +1,58 @@
+// Everything a training run is made of: the model, the data and the optimisation,
+// with documented defaults, validation, and the JSON form written to
+// DIR/config.json (and read back by --config).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/config.hpp"
+
+namespace headroom::cli {
+
+struct DataConfig {
+  std::string task = "copy";  // a toy task (data/task.hpp), used when text is empty
+  std::string text;           // a UTF-8 text file for a character-level model
+  std::size_t seq_len = 16;   // T
+  std::size_t vocab = 16;     // toy tasks only; a text's vocabulary comes from the file
+};
+
+struct OptimConfig {
+  std::string optimizer = "adamw";  // adamw | adam | sgd
+  std::size_t steps = 1500;
+  std::size_t batch = 32;
+  double lr = 3e-3;                 // the peak rate
+  std::string schedule = "cosine";  // constant | cosine | inverse_sqrt
+  std::size_t warmup = 100;
+  double min_lr = 0.0;              // cosine floor
+  double clip = 1.0;                // global gradient-norm clip; 0 turns it off
+  double weight_decay = 0.01;       // AdamW decoupled / Adam, SGD L2
+  double momentum = 0.9;            // SGD
+  std::uint64_t seed = 0;
+  int threads = 1;                  // OpenBLAS threads
+  std::size_t eval_every = 100;     // steps between validations
+  std::size_t eval_batches = 8;     // validation batches per evaluation
+};
+
+struct TrainConfig {
+  // model.vocab comes from the data; model.max_len 0 means seq_len.
+  ModelConfig model = [] {
+    ModelConfig m;
+    m.max_len = 0;
+    return m;
+  }();
+  DataConfig data;
+  OptimConfig optim;
+
+  // Checks the data and training values, with the key and the value in the
+  // message (the model is checked when the data has fixed its vocabulary).
+  void validate() const;
+};
+
+nlohmann::json to_json(const TrainConfig& config);
+// Strict: unknown keys and wrong types are errors naming the source and the key.
+void update_from_json(TrainConfig& config, const nlohmann::json& object, const std::string& source);
+
+}  // namespace headroom::cli

@@ -1,0 +1,183 @@
+// `headroom train` and the trainer behind it: a tiny model learns `copy`, the files
+// it writes, determinism, --config with flags overriding it, and one-line errors.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <doctest/doctest.h>
+
+#include "cli/trainer.hpp"
+#include "cli_runner.hpp"
+
+namespace fs = std::filesystem;
+namespace hc = headroom::cli;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("headroom_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+// A model small enough to train in a second or two.
+hc::TrainConfig tiny_copy() {
+  hc::TrainConfig c;
+  c.model.d_model = 32;
+  c.model.n_heads = 2;
+  c.model.n_layers = 2;
+  c.data = {.task = "copy", .text = "", .seq_len = 8, .vocab = 8};
+  c.optim.steps = 300;
+  c.optim.batch = 32;
+  c.optim.warmup = 20;
+  c.optim.eval_every = 50;
+  c.optim.eval_batches = 4;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("training smoke: a tiny model learns copy to 99% validation accuracy") {
+  const hc::TrainConfig raw = tiny_copy();
+  auto data = hc::make_dataset(raw);
+  const hc::TrainConfig config = hc::finalize(raw, *data);
+  std::size_t reports = 0, evaluations = 0;
+  const hc::TrainSummary s = hc::train(config, *data, "", [&](const hc::Progress& p) {
+    ++reports;
+    evaluations += p.evaluated ? 1 : 0;
+  });
+  CHECK(reports == 300);
+  CHECK(evaluations == 6);
+  INFO("val accuracy " << s.final_val.accuracy << ", loss " << s.final_val.loss);
+  CHECK(s.final_val.accuracy >= 0.99);
+  CHECK(s.final_val.loss < 0.1);
+  CHECK(s.final_val.counted == 4u * 32 * 4);  // 4 batches of 32 rows, 4 answer tokens each
+}
+
+TEST_CASE("the same seed gives a bit-identical loss curve; another seed does not") {
+  hc::TrainConfig c = tiny_copy();
+  c.optim.steps = 40;
+  c.optim.eval_every = 10;
+  auto data = hc::make_dataset(c);
+  c = hc::finalize(c, *data);
+  auto curve = [&](std::uint64_t seed) {
+    hc::TrainConfig run = c;
+    run.optim.seed = seed;
+    std::vector<double> losses;
+    hc::train(run, *data, "", [&](const hc::Progress& p) {
+      losses.push_back(p.train_loss);
+      if (p.evaluated) losses.push_back(p.val.loss);
+    });
+    return losses;
+  };
+  const auto a = curve(3), b = curve(3), other = curve(4);
+  CHECK(a == b);
+  CHECK(a != other);
+}
+
+TEST_CASE("headroom train writes config.json and metrics.csv and ends with a summary") {
+  const fs::path dir = fresh_dir("files");
+  const CliResult r = run_headroom("train --task copy --vocab 8 --seq-len 8 --d-model 32 --heads 2 --steps 60 "
+                                   "--eval-every 20 --warmup 5 --out " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("example: copy:") != std::string::npos);
+  CHECK(r.output.find("step     20/60") != std::string::npos);  // plain lines when not a terminal
+  CHECK(r.output.find("final: train loss") != std::string::npos);
+
+  const std::string config = read_file(dir / "config.json");
+  for (const char* key : {"\"d_model\": 32", "\"n_heads\": 2", "\"d_k\": 16", "\"vocab\": 8", "\"max_len\": 8",
+                          "\"task\": \"copy\"", "\"steps\": 60", "\"schedule\": \"cosine\"", "\"tie_embeddings\""}) {
+    CHECK_MESSAGE(config.find(key) != std::string::npos, "config.json lacks " << key);
+  }
+  const std::string metrics = read_file(dir / "metrics.csv");
+  std::istringstream lines(metrics);
+  std::string line;
+  std::vector<std::string> rows;
+  while (std::getline(lines, line)) rows.push_back(line);
+  REQUIRE(rows.size() == 4);  // header + steps 20, 40, 60
+  CHECK(rows[0] == "step,train_loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s");
+  CHECK(rows[3].rfind("60,", 0) == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("--config reads a written config.json and flags override it") {
+  const fs::path dir = fresh_dir("config");
+  fs::create_directories(dir);
+  {
+    std::ofstream f(dir / "in.json");
+    f << R"({"model": {"d_model": 16, "n_heads": 4}, "data": {"task": "reverse", "vocab": 8, "seq_len": 6},
+             "train": {"steps": 7, "eval_every": 7, "warmup": 2}})";
+  }
+  const CliResult r = run_headroom("train --config " + (dir / "in.json").string() + " --heads 2 --out " +
+                                   (dir / "out").string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("reverse (vocab 8, seq_len 6), d_model 16, 2 layers, 2 heads") != std::string::npos);
+  const std::string written = read_file(dir / "out" / "config.json");
+  CHECK(written.find("\"n_heads\": 2") != std::string::npos);
+  CHECK(written.find("\"steps\": 7") != std::string::npos);
+
+  // The written config.json is itself a valid --config.
+  const CliResult again = run_headroom("train -q --config " + (dir / "out" / "config.json").string());
+  INFO(again.output);
+  CHECK(again.status == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("headroom train: bad input gets one line naming the problem and exit status 2") {
+  const fs::path dir = fresh_dir("bad");
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "unknown.json") << R"({"train": {"stepz": 5}})";
+    std::ofstream(dir / "wrongtype.json") << R"({"model": {"d_model": "big"}})";
+    std::ofstream(dir / "broken.json") << R"({"model": )";
+    std::ofstream(dir / "empty.txt");
+  }
+  struct Bad {
+    std::string args;
+    const char* says;
+  };
+  const std::string d = dir.string();
+  const Bad cases[] = {
+      {"train --heads 3", "d_model=64 is not a multiple of n_heads=3; give d_k explicitly"},
+      {"train --heads 8 --kv-heads 3", "n_heads=8 is not a multiple of n_kv_heads=3"},
+      {"train --d-model 0", "d_model must be positive, got 0"},
+      {"train --steps 0", "steps must be positive, got 0"},
+      {"train --batch 0", "batch must be positive, got 0"},
+      {"train --lr -1", "lr must be a positive number, got -1"},
+      {"train --seq-len 32 --max-len 16", "seq_len 32 is longer than the model's max_len 16"},
+      {"train --task copyy", "copyy"},
+      {"train --task recall --vocab 6 --seq-len 8", "recall: vocab 6 is too small"},
+      {"train --norm middle", "norm must be 'pre' or 'post', got 'middle'"},
+      {"train --activation swish", "activation must be one of gelu, gelu_tanh, relu; got 'swish'"},
+      {"train --pos rotary", "pos must be 'learned' or 'sinusoidal', got 'rotary'"},
+      {"train --optimizer lion", "optimizer must be adamw, adam or sgd; got 'lion'"},
+      {"train --schedule linear", "linear"},
+      {"train --threads 0", "threads must be at least 1, got 0"},
+      {"train --stepz 5", "stepz"},
+      {"train --text " + d + "/missing.txt", "missing.txt"},
+      {"train --text " + d + "/empty.txt", "empty.txt"},
+      {"train --config " + d + "/nope.json", "cannot read config file"},
+      {"train --config " + d + "/unknown.json", "unknown key 'train.stepz'"},
+      {"train --config " + d + "/wrongtype.json", "'d_model' must be a non-negative integer, got \"big\""},
+      {"train --config " + d + "/broken.json", "not valid JSON"},
+  };
+  for (const Bad& bad : cases) {
+    const CliResult r = run_headroom(bad.args + " --out " + d + "/run");
+    INFO("headroom " << bad.args << "\n" << r.output);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.output) == 1);
+    CHECK(r.output.find(bad.says) != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "run"));  // nothing written for a run that never started
+    fs::remove_all(dir / "run");
+  }
+  fs::remove_all(dir);
+}
