@@ -41,7 +41,9 @@ struct Comparison {
 
   void add(double analytic, double numeric, const std::string& where) {
     const double abs_err = std::abs(analytic - numeric);
-    const double rel_err = abs_err / std::max(std::abs(numeric), 1e-300);
+    // Relative to the numeric value, floored at atol: structurally zero gradients
+    // (a key bias under softmax, say) would otherwise divide rounding noise by ~0.
+    const double rel_err = abs_err / std::max(std::abs(numeric), opt.atol);
     const double tolerance = opt.atol + opt.rtol * std::abs(numeric);
     rep.max_abs_error = std::max(rep.max_abs_error, abs_err);
     rep.max_rel_error = std::max(rep.max_rel_error, rel_err);

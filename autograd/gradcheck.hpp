@@ -40,7 +40,7 @@ struct InputReport {
   std::size_t checked = 0;  // elements (or directions) compared
   bool passed = true;
   double max_abs_error = 0;
-  double max_rel_error = 0;  // |a - n| / max(|n|, tiny)
+  double max_rel_error = 0;  // |a - n| / max(|n|, atol)
   // Where the check was tightest (the largest error relative to its tolerance):
   // an element index such as "(1, 2)", or "direction 3".
   std::string worst_where;

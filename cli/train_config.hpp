@@ -21,7 +21,7 @@ struct DataConfig {
 
 struct OptimConfig {
   std::string optimizer = "adamw";  // adamw | adam | sgd
-  std::size_t steps = 1500;
+  std::size_t steps = 1000;
   std::size_t batch = 32;
   double lr = 3e-3;                 // the peak rate
   std::string schedule = "cosine";  // constant | cosine | inverse_sqrt

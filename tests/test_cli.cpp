@@ -8,10 +8,12 @@ TEST_CASE("headroom gradcheck prints a table and passes every op") {
   const CliResult r = run_headroom("gradcheck");
   INFO(r.output);
   CHECK(r.status == 0);
-  CHECK(r.output.find("op             case") == 0);
-  CHECK(r.output.find("matmul         broadcast batch axes both ways") != std::string::npos);
+  CHECK(r.output.find("op                 case") == 0);
+  CHECK(r.output.find("matmul             broadcast batch axes both ways") != std::string::npos);
+  CHECK(r.output.find("MultiHeadAttention MQA") != std::string::npos);
+  CHECK(r.output.find("TransformerLM      loss, pre-norm") != std::string::npos);
   CHECK(r.output.find("FAIL") == std::string::npos);
-  CHECK(r.output.find("over 33 ops:") != std::string::npos);
+  CHECK(r.output.find("over 33 ops and 7 modules:") != std::string::npos);
   CHECK(r.output.find(" 0 failed") != std::string::npos);
 }
 
@@ -24,8 +26,14 @@ TEST_CASE("headroom gradcheck --op checks one op, --list names them all") {
 
   const CliResult list = run_headroom("gradcheck --list");
   CHECK(list.status == 0);
-  CHECK(count_lines(list.output) == 33);
+  CHECK(count_lines(list.output) == 40);
   CHECK(list.output.find("gelu_tanh\n") != std::string::npos);
+  CHECK(list.output.find("MultiHeadAttention\n") != std::string::npos);
+
+  const CliResult module = run_headroom("gradcheck --op TransformerBlock");
+  INFO(module.output);
+  CHECK(module.status == 0);
+  CHECK(module.output.find("over 1 module: 2 passed, 0 failed") != std::string::npos);
 }
 
 TEST_CASE("a failing check exits 1 and prints the worst index and both values") {
@@ -60,7 +68,7 @@ TEST_CASE("user mistakes get one line naming the problem and exit status 2") {
       {"", "A subcommand is required"},
       {"gradchek", "unknown command 'gradchek'"},
       {"gradcheck --sed 3", "not expected: 3 --sed"},
-      {"gradcheck --op matmull", "unknown op 'matmull'"},
+      {"gradcheck --op matmull", "unknown op or module 'matmull'"},
       {"gradcheck --atol -1", "--atol: must be a positive number, got -1"},
       {"gradcheck --rtol x", "--rtol: must be a number >= 0, got x"},
       {"gradcheck --eps 0", "--eps: must be a positive number, got 0"},

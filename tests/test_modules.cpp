@@ -1,30 +1,16 @@
-// Modules: gradchecks of each module and of the whole language model's loss with
-// respect to every parameter, names as DESIGN.md lists them, state dicts, config
-// JSON, causality and the sinusoidal table.
+// Modules: names as DESIGN.md lists them, state dicts, config JSON, causality and
+// the sinusoidal table. Their gradient checks are in test_module_gradcheck.cpp.
 #include <cmath>
 #include <set>
 
 #include <doctest/doctest.h>
 
-#include "gradcheck_doctest.hpp"
 #include "nn/config_json.hpp"
 #include "nn/transformer.hpp"
 
 namespace hr = headroom;
-using D = hr::Tensor<double>;
 
 namespace {
-
-D random_leaf(const hr::Shape& shape, hr::Rng& rng) { return D(hr::normal_init<double>(shape, 1.0, rng), true); }
-
-// Module parameters are drawn at training scale (0.02); for a gradient check we
-// want every path to carry signal, so we redraw them at unit scale.
-template <typename M>
-void scale_up(M& module, hr::Rng& rng) {
-  for (auto& [name, p] : module.named_parameters()) {
-    p.mutable_value() = hr::normal_init<double>(p.shape(), 0.5, rng);
-  }
-}
 
 hr::IndexArray random_tokens(std::size_t b, std::size_t t, std::size_t vocab, hr::Rng& rng) {
   hr::IndexArray tokens = hr::IndexArray::from_shape({b, t});
@@ -33,94 +19,6 @@ hr::IndexArray random_tokens(std::size_t b, std::size_t t, std::size_t vocab, hr
 }
 
 }  // namespace
-
-TEST_CASE("gradcheck: Linear, Embedding, LayerNorm, FeedForward") {
-  hr::Rng rng(1);
-  SUBCASE("Linear with and without bias") {
-    for (bool bias : {true, false}) {
-      hr::Linear<double> lin({.in_features = 4, .out_features = 3, .bias = bias}, rng);
-      scale_up(lin, rng);
-      D x = random_leaf({2, 5, 4}, rng);
-      auto inputs = lin.named_parameters();
-      inputs.emplace_back("x", x);
-      CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{lin.forward(x)}; }, inputs));
-    }
-  }
-  SUBCASE("Embedding") {
-    hr::Embedding<double> emb({.num_embeddings = 6, .dim = 3}, rng);
-    const hr::IndexArray idx = {{0, 5, 5}, {2, 0, 1}};
-    CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{emb.forward(idx)}; }, emb.named_parameters()));
-  }
-  SUBCASE("LayerNorm") {
-    hr::LayerNorm<double> ln({.dim = 5});
-    scale_up(ln, rng);
-    D x = random_leaf({3, 5}, rng);
-    auto inputs = ln.named_parameters();
-    inputs.emplace_back("x", x);
-    CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{ln.forward(x)}; }, inputs));
-  }
-  SUBCASE("FeedForward, each activation") {
-    for (auto act : {hr::Activation::gelu, hr::Activation::gelu_tanh, hr::Activation::relu}) {
-      INFO(hr::to_string(act));
-      hr::FeedForward<double> ffn({.d_model = 4, .d_ff = 6, .activation = act}, rng);
-      scale_up(ffn, rng);
-      D x = random_leaf({2, 3, 4}, rng);
-      auto inputs = ffn.named_parameters();
-      inputs.emplace_back("x", x);
-      CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{ffn.forward(x)}; }, inputs));
-    }
-  }
-}
-
-TEST_CASE("gradcheck: TransformerBlock, pre- and post-norm") {
-  for (auto norm : {hr::NormPlacement::pre, hr::NormPlacement::post}) {
-    INFO(hr::to_string(norm));
-    hr::Rng rng(2);
-    hr::TransformerBlock<double> block({.attention = {.d_model = 6, .n_heads = 2},
-                                        .ffn = {.d_model = 6, .d_ff = 8},
-                                        .norm = norm},
-                                       rng);
-    scale_up(block, rng);
-    D x = random_leaf({2, 4, 6}, rng);
-    auto inputs = block.named_parameters();
-    inputs.emplace_back("x", x);
-    CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{block.forward(x)}; }, inputs));
-  }
-}
-
-TEST_CASE("gradcheck: the language model's loss with respect to every parameter") {
-  struct Case {
-    const char* what;
-    hr::ModelConfig config;
-  };
-  const Case cases[] = {
-      {"pre-norm, learned positions", {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6}},
-      {"post-norm, sinusoidal, relu",
-       {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 4, .max_len = 6, .norm = hr::NormPlacement::post,
-        .activation = hr::Activation::relu, .pos = hr::PositionEncoding::sinusoidal}},
-      {"GQA, tied embeddings, no bias",
-       {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 4, .n_kv_heads = 2, .max_len = 6, .bias = false,
-        .tie_embeddings = true}},
-      {"MQA, d_k = 1, d_v = 3, gelu_tanh",
-       {.vocab = 7, .d_model = 6, .n_layers = 1, .n_heads = 3, .n_kv_heads = 1, .d_k = 1, .d_v = 3, .max_len = 6,
-        .activation = hr::Activation::gelu_tanh}},
-      {"one head, not causal", {.vocab = 5, .d_model = 4, .n_layers = 1, .n_heads = 1, .max_len = 6, .causal = false}},
-  };
-  for (const auto& c : cases) {
-    INFO(c.what);
-    hr::Rng rng(3);
-    hr::TransformerLM<double> lm(c.config, rng);
-    scale_up(lm, rng);
-    const hr::IndexArray tokens = random_tokens(2, 6, c.config.vocab, rng);
-    hr::Mask mask = xt::ones<bool>({2, 5});
-    mask(0, 0) = false;
-    hr::GradcheckOptions options;
-    options.max_elements = 24;  // per parameter: a random subset of elements ...
-    options.directions = 2;     // ... and two random directions through all of them
-    CHECK_GRADCHECK(hr::gradcheck([&] { return std::vector<D>{lm.loss(tokens, &mask)}; }, lm.named_parameters(),
-                                  options));
-  }
-}
 
 TEST_CASE("parameter names follow DESIGN.md and PyTorch's state_dict") {
   hr::Rng rng(0);

@@ -1,0 +1,168 @@
+#include "nn/module_checks.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "nn/transformer.hpp"
+
+namespace headroom {
+namespace {
+
+using D = Tensor<double>;
+
+// Module parameters start at training scale (0.02); a gradient check wants every
+// path to carry signal, so we redraw them at a larger scale.
+void redraw(Module<double>& m, Rng& rng) {
+  for (auto& [name, p] : m.named_parameters()) p.mutable_value() = normal_init<double>(p.shape(), 0.5, rng);
+}
+
+D input(const Shape& shape, Rng& rng) { return D(normal_init<double>(shape, 1.0, rng), true); }
+
+struct ModuleCase {
+  const char* module;
+  const char* what;
+  // Builds the module, runs the check, and describes the shapes.
+  std::function<std::pair<std::string, GradcheckReport>(Rng&, const GradcheckOptions&)> run;
+};
+
+// gradcheck of f over the module's parameters and the input x.
+template <typename M, typename F>
+GradcheckReport check(M& module, const D& x, F f, const GradcheckOptions& options) {
+  auto inputs = module.named_parameters();
+  inputs.emplace_back("x", x);
+  return gradcheck([&] { return std::vector<D>{f()}; }, inputs, options);
+}
+
+std::vector<ModuleCase> build_cases() {
+  std::vector<ModuleCase> c;
+  c.push_back({"Linear", "with bias", [](Rng& r, const GradcheckOptions& o) {
+                 Linear<double> m({.in_features = 4, .out_features = 3}, r);
+                 redraw(m, r);
+                 D x = input({2, 3, 4}, r);
+                 return std::pair{std::string("x (2, 3, 4), weight (3, 4)"), check(m, x, [&] { return m.forward(x); }, o)};
+               }});
+  c.push_back({"Embedding", "repeated indices", [](Rng& r, const GradcheckOptions& o) {
+                 Embedding<double> m({.num_embeddings = 6, .dim = 3}, r);
+                 const IndexArray idx = {{0, 5, 5}, {2, 0, 1}};
+                 return std::pair{std::string("indices (2, 3), weight (6, 3)"),
+                                  gradcheck([&] { return std::vector<D>{m.forward(idx)}; }, m.named_parameters(), o)};
+               }});
+  c.push_back({"LayerNorm", "eps 1e-5", [](Rng& r, const GradcheckOptions& o) {
+                 LayerNorm<double> m({.dim = 5});
+                 redraw(m, r);
+                 D x = input({3, 5}, r);
+                 return std::pair{std::string("x (3, 5)"), check(m, x, [&] { return m.forward(x); }, o)};
+               }});
+  for (Activation act : {Activation::gelu, Activation::gelu_tanh, Activation::relu}) {
+    c.push_back({"FeedForward", act == Activation::gelu ? "gelu" : act == Activation::relu ? "relu" : "gelu_tanh",
+                 [act](Rng& r, const GradcheckOptions& o) {
+                   FeedForward<double> m({.d_model = 4, .d_ff = 6, .activation = act}, r);
+                   redraw(m, r);
+                   D x = input({2, 3, 4}, r);
+                   return std::pair{std::string("x (2, 3, 4), d_ff 6"), check(m, x, [&] { return m.forward(x); }, o)};
+                 }});
+  }
+  struct Attn {
+    const char* what;
+    AttentionOptions options;
+  };
+  static const Attn attns[] = {
+      {"4 heads, causal", {.d_model = 8, .n_heads = 4}},
+      {"1 head", {.d_model = 6, .n_heads = 1}},
+      {"d_k = 1", {.d_model = 4, .n_heads = 2, .d_k = 1}},
+      {"d_k != d_model / n_heads", {.d_model = 6, .n_heads = 2, .d_k = 4}},
+      {"d_v != d_k", {.d_model = 6, .n_heads = 2, .d_k = 3, .d_v = 2}},
+      {"GQA, 4 query heads over 2", {.d_model = 8, .n_heads = 4, .n_kv_heads = 2}},
+      {"MQA", {.d_model = 8, .n_heads = 4, .n_kv_heads = 1}},
+      {"not causal, no bias", {.d_model = 6, .n_heads = 3, .causal = false, .bias = false}},
+  };
+  for (const Attn& a : attns) {
+    c.push_back({"MultiHeadAttention", a.what, [a](Rng& r, const GradcheckOptions& o) {
+                   MultiHeadAttention<double> m(a.options, r);
+                   redraw(m, r);
+                   D x = input({2, 4, a.options.d_model}, r);
+                   const auto& ro = m.options();
+                   return std::pair{fmt::format("x (2, 4, {}), H {}, G {}, d_k {}, d_v {}", ro.d_model, ro.n_heads,
+                                                ro.n_kv_heads, ro.d_k, ro.d_v),
+                                    check(m, x, [&] { return m.forward(x).out; }, o)};
+                 }});
+  }
+  c.push_back({"MultiHeadAttention", "key padding, a fully masked row", [](Rng& r, const GradcheckOptions& o) {
+                 MultiHeadAttention<double> m({.d_model = 6, .n_heads = 2}, r);
+                 redraw(m, r);
+                 D x = input({2, 4, 6}, r);
+                 Mask pad = xt::zeros<bool>({2, 4});
+                 pad(0, 0) = true;  // causal: query 0 of batch 0 sees no key
+                 return std::pair{std::string("x (2, 4, 6), padding (2, 4)"),
+                                  check(m, x, [&] { return m.forward(x, &pad).out; }, o)};
+               }});
+  for (NormPlacement norm : {NormPlacement::pre, NormPlacement::post}) {
+    c.push_back({"TransformerBlock", norm == NormPlacement::pre ? "pre-norm" : "post-norm",
+                 [norm](Rng& r, const GradcheckOptions& o) {
+                   TransformerBlock<double> m({.attention = {.d_model = 6, .n_heads = 2},
+                                               .ffn = {.d_model = 6, .d_ff = 8},
+                                               .norm = norm},
+                                              r);
+                   redraw(m, r);
+                   D x = input({2, 4, 6}, r);
+                   return std::pair{std::string("x (2, 4, 6)"), check(m, x, [&] { return m.forward(x); }, o)};
+                 }});
+  }
+  struct Lm {
+    const char* what;
+    ModelConfig config;
+  };
+  static const Lm lms[] = {
+      {"loss, pre-norm, learned positions", {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6}},
+      {"loss, post-norm, sinusoidal, GQA, tied",
+       {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 4, .n_kv_heads = 2, .max_len = 6,
+        .norm = NormPlacement::post, .pos = PositionEncoding::sinusoidal, .tie_embeddings = true}},
+  };
+  for (const Lm& lm : lms) {
+    c.push_back({"TransformerLM", lm.what, [lm](Rng& r, const GradcheckOptions& o) {
+                   TransformerLM<double> m(lm.config, r);
+                   redraw(m, r);
+                   IndexArray tokens = IndexArray::from_shape({2, 6});
+                   for (auto& t : tokens) t = static_cast<Index>(r.below(lm.config.vocab));
+                   GradcheckOptions subset = o;
+                   subset.max_elements = 16;  // a random subset of each parameter ...
+                   subset.directions = 2;     // ... plus random directions through all of it
+                   return std::pair{fmt::format("tokens (2, 6), {} parameters", m.parameter_count()),
+                                    gradcheck([&] { return std::vector<D>{m.loss(tokens)}; }, m.named_parameters(),
+                                              subset)};
+                 }});
+  }
+  return c;
+}
+
+}  // namespace
+
+const std::vector<std::string>& module_names() {
+  static const std::vector<std::string> names{"Linear",      "Embedding",          "LayerNorm",    "FeedForward",
+                                              "MultiHeadAttention", "TransformerBlock", "TransformerLM"};
+  return names;
+}
+
+std::vector<OpCheck> run_module_checks(const OpCheckOptions& options) {
+  const auto& names = module_names();
+  if (!options.op.empty() && std::find(names.begin(), names.end(), options.op) == names.end()) {
+    throw std::invalid_argument(fmt::format("gradcheck: unknown module '{}'; modules are: {}", options.op,
+                                            fmt::join(names, ", ")));
+  }
+  static const std::vector<ModuleCase> cases = build_cases();
+  std::vector<OpCheck> results;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (!options.op.empty() && options.op != cases[i].module) continue;
+    Rng rng(options.seed * 1000003u + 7919u * (i + 1));
+    GradcheckOptions gc = options.gradcheck;
+    gc.seed = options.seed * 7919u + i;
+    auto [shapes, report] = cases[i].run(rng, gc);
+    results.push_back({cases[i].module, cases[i].what, std::move(shapes), std::move(report)});
+  }
+  return results;
+}
+
+}  // namespace headroom

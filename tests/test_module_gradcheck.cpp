@@ -1,0 +1,41 @@
+// Every module, and the whole language model's loss with respect to every
+// parameter, gradchecked in double through the suite `headroom gradcheck` prints
+// (nn/module_checks.cpp), for three seeds.
+#include <set>
+
+#include <doctest/doctest.h>
+
+#include "gradcheck_doctest.hpp"
+#include "nn/module_checks.hpp"
+
+namespace {
+
+void check_module(const std::string& module) {
+  for (std::uint64_t seed : {0u, 1u, 2u}) {
+    headroom::OpCheckOptions options;
+    options.seed = seed;
+    options.op = module;
+    const auto results = headroom::run_module_checks(options);
+    REQUIRE_MESSAGE(!results.empty(), "no gradcheck case for module " << module);
+    for (const auto& r : results) {
+      INFO(r.op << " / " << r.what << " / " << r.shapes << " / seed " << seed);
+      CHECK_GRADCHECK(r.report);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: Linear") { check_module("Linear"); }
+TEST_CASE("gradcheck: Embedding") { check_module("Embedding"); }
+TEST_CASE("gradcheck: LayerNorm") { check_module("LayerNorm"); }
+TEST_CASE("gradcheck: FeedForward") { check_module("FeedForward"); }
+TEST_CASE("gradcheck: MultiHeadAttention") { check_module("MultiHeadAttention"); }
+TEST_CASE("gradcheck: TransformerBlock") { check_module("TransformerBlock"); }
+TEST_CASE("gradcheck: TransformerLM") { check_module("TransformerLM"); }
+
+TEST_CASE("every module has a gradcheck test above") {
+  const std::set<std::string> tested{"Linear", "Embedding", "LayerNorm", "FeedForward", "MultiHeadAttention",
+                                     "TransformerBlock", "TransformerLM"};
+  for (const auto& m : headroom::module_names()) CHECK_MESSAGE(tested.count(m) == 1, m << " has no test");
+}
