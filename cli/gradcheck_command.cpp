@@ -9,6 +9,7 @@
 #include "autograd/op_checks.hpp"
 #include "nn/module_checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/validators.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -73,31 +74,6 @@ int run_gradcheck(const GradcheckFlags& flags) {
   return failed == 0 ? 0 : 1;
 }
 
-// CLI11's own range checks print the whole double range; say it plainly instead.
-const CLI::Validator kPositive(
-    [](std::string& text) -> std::string {
-      double v = 0;
-      if (!CLI::detail::lexical_cast(text, v) || !(v > 0)) return "must be a positive number, got " + text;
-      return "";
-    },
-    "POSITIVE");
-const CLI::Validator kNonNegative(
-    [](std::string& text) -> std::string {
-      double v = 0;
-      if (!CLI::detail::lexical_cast(text, v) || !(v >= 0)) return "must be a number >= 0, got " + text;
-      return "";
-    },
-    "NON-NEGATIVE");
-
-// CLI11 2.1 wraps "-4" into a huge unsigned seed; a seed is digits only.
-const CLI::Validator kSeed(
-    [](std::string& text) -> std::string {
-      const bool digits = !text.empty() && text.size() <= 19 &&
-                          text.find_first_not_of("0123456789") == std::string::npos;
-      return digits ? "" : "must be a whole number from 0 to 10^19 - 1, got " + text;
-    },
-    "SEED");
-
 }  // namespace
 
 Run add_gradcheck_command(CLI::App& app) {
@@ -110,7 +86,7 @@ Run add_gradcheck_command(CLI::App& app) {
       "language model's loss. Prints a table; exits 1 if any case fails.");
   cmd->add_option("--seed", flags->seed, "Seed for shapes, values and output weights")
       ->capture_default_str()
-      ->check(kSeed);
+      ->check(kWholeNumber);
   cmd->add_option("--op", flags->op, "Check only this op or module (see --list)");
   cmd->add_flag("--list", flags->list, "List the ops and modules and exit");
   cmd->add_flag("-v,--verbose", flags->verbose, "Print each input's worst element for every case");

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/validators.hpp"
 #include "cli/trainer.hpp"
 #include "data/task.hpp"
 #include "nn/config_json.hpp"
@@ -164,18 +165,18 @@ Run add_train_command(CLI::App& app) {
   auto group = [&](const char* name) { return cmd->add_option_group(name); };
 
   CLI::Option_group* model = group("Model");
-  model->add_option("--d-model", f->d_model, fmt::format("Model width (default {})", d.model.d_model));
-  model->add_option("--heads", f->heads, fmt::format("Query heads (default {})", d.model.n_heads));
-  model->add_option("--dk", f->dk, "Per-head query/key width (default d_model / heads)");
-  model->add_option("--dv", f->dv, "Per-head value width (default d_k)");
-  model->add_option("--kv-heads", f->kv_heads, "Key/value heads: 1 is MQA, fewer than --heads is GQA (default --heads)");
-  model->add_option("--layers", f->layers, fmt::format("Transformer blocks (default {})", d.model.n_layers));
-  model->add_option("--d-ff", f->d_ff, "Feed-forward width (default 4 * d_model)");
-  model->add_option("--max-len", f->max_len, "Longest sequence the model accepts (default --seq-len)");
+  model->add_option("--d-model", f->d_model, fmt::format("Model width (default {})", d.model.d_model))->check(kWholeNumber);
+  model->add_option("--heads", f->heads, fmt::format("Query heads (default {})", d.model.n_heads))->check(kWholeNumber);
+  model->add_option("--dk", f->dk, "Per-head query/key width (default d_model / heads)")->check(kWholeNumber);
+  model->add_option("--dv", f->dv, "Per-head value width (default d_k)")->check(kWholeNumber);
+  model->add_option("--kv-heads", f->kv_heads, "Key/value heads: 1 is MQA, fewer than --heads is GQA (default --heads)")->check(kWholeNumber);
+  model->add_option("--layers", f->layers, fmt::format("Transformer blocks (default {})", d.model.n_layers))->check(kWholeNumber);
+  model->add_option("--d-ff", f->d_ff, "Feed-forward width (default 4 * d_model)")->check(kWholeNumber);
+  model->add_option("--max-len", f->max_len, "Longest sequence the model accepts (default --seq-len)")->check(kWholeNumber);
   model->add_option("--norm", f->norm, "pre | post (default pre)");
   model->add_option("--activation", f->activation, "gelu | gelu_tanh | relu (default gelu)");
   model->add_option("--pos", f->pos, "learned | sinusoidal (default learned)");
-  model->add_option("--attn-scale", f->attn_scale, "Attention score scale (default 1/sqrt(d_k))");
+  model->add_option("--attn-scale", f->attn_scale, "Attention score scale (default 1/sqrt(d_k))")->check(kPositive);
   model->add_flag("--no-bias", f->no_bias, "Linear layers without bias");
   model->add_flag("--tie-embeddings", f->tie, "Share the output head with the token embedding");
   model->add_flag("--non-causal", f->non_causal, "Let every position attend to every position");
@@ -185,33 +186,33 @@ Run add_train_command(CLI::App& app) {
   for (const auto& t : task_names()) tasks += (tasks.empty() ? "" : " | ") + t;
   data->add_option("--task", f->task, fmt::format("Toy task: {} (default {})", tasks, d.data.task));
   data->add_option("--text", f->text, "Train a character-level model on this UTF-8 text file instead of a task");
-  data->add_option("--seq-len", f->seq_len, fmt::format("Tokens the model reads per row (default {})", d.data.seq_len));
+  data->add_option("--seq-len", f->seq_len, fmt::format("Tokens the model reads per row (default {})", d.data.seq_len))->check(kWholeNumber);
   data->add_option("--vocab", f->vocab, fmt::format("Toy task vocabulary, 3 special tokens included (default {})",
-                                                   d.data.vocab));
+                                                   d.data.vocab))->check(kWholeNumber);
 
   CLI::Option_group* opt = group("Training");
-  opt->add_option("--steps", f->steps, fmt::format("Optimizer steps (default {})", d.optim.steps));
-  opt->add_option("--batch", f->batch, fmt::format("Rows per step (default {})", d.optim.batch));
+  opt->add_option("--steps", f->steps, fmt::format("Optimizer steps (default {})", d.optim.steps))->check(kWholeNumber);
+  opt->add_option("--batch", f->batch, fmt::format("Rows per step (default {})", d.optim.batch))->check(kWholeNumber);
   opt->add_option("--lr", f->lr, fmt::format("Peak learning rate, reached after --warmup steps (default {})",
-                                             d.optim.lr));
+                                             d.optim.lr))->check(kPositive);
   opt->add_option("--optimizer", f->optimizer, "adamw | adam | sgd (default adamw)");
   opt->add_option("--schedule", f->schedule,
                   "constant | cosine (linear warm-up, cosine decay to --min-lr) | inverse_sqrt (linear warm-up, "
                   "then lr * sqrt(warmup / t)) (default cosine)");
-  opt->add_option("--warmup", f->warmup, fmt::format("Warm-up steps (default {})", d.optim.warmup));
-  opt->add_option("--min-lr", f->min_lr, "Floor of the cosine decay (default 0)");
-  opt->add_option("--clip", f->clip, fmt::format("Clip the global gradient norm; 0 is off (default {})", d.optim.clip));
+  opt->add_option("--warmup", f->warmup, fmt::format("Warm-up steps (default {})", d.optim.warmup))->check(kWholeNumber);
+  opt->add_option("--min-lr", f->min_lr, "Floor of the cosine decay (default 0)")->check(kNonNegative);
+  opt->add_option("--clip", f->clip, fmt::format("Clip the global gradient norm; 0 is off (default {})", d.optim.clip))->check(kNonNegative);
   opt->add_option("--weight-decay", f->weight_decay,
                   fmt::format("AdamW decoupled decay, skipping biases, norms and embeddings; L2 for adam and sgd "
                               "(default {})",
-                              d.optim.weight_decay));
-  opt->add_option("--momentum", f->momentum, "SGD momentum (default 0.9)");
-  opt->add_option("--seed", f->seed, "Seed for weights, batches and dropout (default 0)");
-  opt->add_option("--threads", f->threads, "OpenBLAS threads (default 1)");
+                              d.optim.weight_decay))->check(kNonNegative);
+  opt->add_option("--momentum", f->momentum, "SGD momentum (default 0.9)")->check(kNonNegative);
+  opt->add_option("--seed", f->seed, "Seed for weights, batches and dropout (default 0)")->check(kWholeNumber);
+  opt->add_option("--threads", f->threads, "OpenBLAS threads (default 1)")->check(kWholeNumber);
   opt->add_option("--eval-every", f->eval_every, fmt::format("Steps between validations (default {})",
-                                                            d.optim.eval_every));
+                                                            d.optim.eval_every))->check(kWholeNumber);
   opt->add_option("--eval-batches", f->eval_batches,
-                  fmt::format("Validation batches per evaluation (default {})", d.optim.eval_batches));
+                  fmt::format("Validation batches per evaluation (default {})", d.optim.eval_batches))->check(kWholeNumber);
 
   cmd->add_option("--config", f->config_file, "Read settings from a JSON file like the config.json a run writes");
   cmd->add_option("--out", f->out, "Write config.json and metrics.csv into this directory");

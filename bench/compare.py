@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""Side-by-side training speed: headroom (train_step_bench) against PyTorch
+(torch_train_step.py) on the same model, batch and thread count.
+
+    /usr/bin/python3 bench/compare.py --configs tiny,small
+
+For each config it runs the two implementations alternately, each in a fresh
+process (headroom, torch, headroom, torch, ... --reps times), takes each run's
+median ms per step, and prints a Markdown table of the medians over runs. The ratio
+is torch ms / headroom ms: above 1 headroom is faster. Progress goes to stderr, the
+table to stdout. Exit status 1 when a sanity check failed (different parameter
+counts, or an initial loss far from ln(vocab)), 2 for a usage error.
+
+OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, set on some machines, are left as they are
+(they can slow OpenBLAS, and with it both sides); the table's header says whether
+they are set. OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are set to --threads for
+both children.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# name: (d_model, n_heads, n_layers, seq_len T, batch B)
+CONFIGS = {
+    "tiny": (64, 4, 2, 32, 16),
+    "small": (128, 8, 4, 64, 32),
+    "medium": (256, 8, 4, 128, 16),
+}
+WATCHED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+# The initial loss on uniform tokens, with GPT-2's small initial weights, is within
+# a few hundredths of ln(vocab); further off means a different model.
+INITIAL_LOSS_TOLERANCE = 0.1
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--configs", default="tiny,small",
+                   help=f"comma-separated, of {', '.join(CONFIGS)} (default tiny,small)")
+    p.add_argument("--steps", type=int, default=30, help="timed steps per run (default 30)")
+    p.add_argument("--warmup-steps", type=int, default=5, help="untimed steps first (default 5)")
+    p.add_argument("--reps", type=int, default=3, help="runs of each implementation per config (default 3)")
+    p.add_argument("--threads", type=int, default=1, help="threads for both (default 1)")
+    p.add_argument("--vocab", type=int, default=64, help="token ids uniform in [0, vocab) (default 64)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--build", default="build/bench",
+                   help="directory holding train_step_bench (default build/bench)")
+    p.add_argument("--python", default="/usr/bin/python3", help="a python3 with torch (default /usr/bin/python3)")
+    p.add_argument("--json", metavar="PATH", help="also write every run's JSON line to PATH")
+    a = p.parse_args()
+    names = [c.strip() for c in a.configs.split(",") if c.strip()]
+    unknown = [c for c in names if c not in CONFIGS]
+    if unknown or not names:
+        p.error(f"unknown config {', '.join(unknown) or '(none)'}; choose from {', '.join(CONFIGS)}")
+    a.configs = names
+    for flag in ("steps", "reps", "threads", "vocab"):
+        if getattr(a, flag) < 1:
+            p.error(f"--{flag} must be >= 1, got {getattr(a, flag)}")
+    if a.warmup_steps < 1:
+        p.error("--warmup-steps must be >= 1: the first step allocates and is never typical")
+    a.bench = Path(a.build) / "train_step_bench"
+    if not a.bench.is_file():
+        p.error(f"{a.bench} not found; build it with "
+                f"`cmake -S . -B build && cmake --build build -j2 --target train_step_bench`, or pass --build")
+    return a
+
+
+def run_once(cmd, env):
+    """Runs one benchmark process and returns its JSON line as a dict."""
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        sys.stderr.write(proc.stderr)
+        sys.exit(f"compare: `{' '.join(map(str, cmd))}` failed with exit status {proc.returncode}")
+    return json.loads(lines[-1])
+
+
+def cpu_model():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def spread(values, digits):
+    return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
+
+
+def main():
+    a = parse_args()
+    env = dict(os.environ)
+    env["OPENBLAS_NUM_THREADS"] = str(a.threads)
+    env["OMP_NUM_THREADS"] = str(a.threads)
+    watched = {k: os.environ.get(k) for k in WATCHED_ENV}
+    load_before = os.getloadavg()
+    started = time.time()
+
+    rows, all_runs, failures = [], [], []
+    for name in a.configs:
+        d_model, heads, layers, seq_len, batch = CONFIGS[name]
+        common = ["--d-model", d_model, "--heads", heads, "--layers", layers, "--seq-len", seq_len,
+                  "--batch", batch, "--vocab", a.vocab, "--steps", a.steps,
+                  "--warmup-steps", a.warmup_steps, "--threads", a.threads, "--seed", a.seed]
+        commands = {
+            "headroom": [str(a.bench)] + [str(v) for v in common],
+            "torch": [a.python, str(HERE / "torch_train_step.py")] + [str(v) for v in common],
+        }
+        runs = {"headroom": [], "torch": []}
+        for rep in range(a.reps):
+            for impl in ("headroom", "torch"):
+                r = run_once(commands[impl], env)
+                r["config"] = name
+                r["rep"] = rep + 1
+                runs[impl].append(r)
+                all_runs.append(r)
+                print(f"[{name}] rep {rep + 1}/{a.reps} {impl:8s} median {r['median_ms']:8.2f} ms/step "
+                      f"(p10 {r['p10_ms']:.2f}, p90 {r['p90_ms']:.2f}; CPU {r['median_cpu_ms']:.2f}), "
+                      f"initial loss {r['initial_loss']:.4f}",
+                      file=sys.stderr, flush=True)
+
+        h0, t0 = runs["headroom"][0], runs["torch"][0]
+        ln_v = math.log(a.vocab)
+        print(f"[{name}] same model? parameters: headroom {h0['parameters']}, torch {t0['parameters']}; "
+              f"initial loss: headroom {h0['initial_loss']:.4f}, torch {t0['initial_loss']:.4f}, "
+              f"ln({a.vocab}) = {ln_v:.4f}", file=sys.stderr, flush=True)
+        if h0["parameters"] != t0["parameters"]:
+            failures.append(f"{name}: parameter counts differ (headroom {h0['parameters']}, torch {t0['parameters']})")
+        for impl, r in (("headroom", h0), ("torch", t0)):
+            if abs(r["initial_loss"] - ln_v) > INITIAL_LOSS_TOLERANCE:
+                failures.append(f"{name}: {impl}'s initial loss {r['initial_loss']:.4f} is not within "
+                                f"{INITIAL_LOSS_TOLERANCE} of ln({a.vocab}) = {ln_v:.4f}")
+
+        med = {impl: [r["median_ms"] for r in runs[impl]] for impl in runs}
+        h_ms, t_ms = statistics.median(med["headroom"]), statistics.median(med["torch"])
+        h_cpu = statistics.median(r["median_cpu_ms"] for r in runs["headroom"])
+        t_cpu = statistics.median(r["median_cpu_ms"] for r in runs["torch"])
+        tokens = batch * seq_len
+        rows.append([
+            name, f"{d_model}/{heads}/{layers}/{seq_len}/{batch}",
+            f"{h_ms:.2f} ({spread(med['headroom'], 2)})", f"{t_ms:.2f} ({spread(med['torch'], 2)})",
+            f"**{t_ms / h_ms:.2f}**", f"{t_cpu / h_cpu:.2f}",
+            f"{tokens / (h_ms / 1000):,.0f}", f"{tokens / (t_ms / 1000):,.0f}",
+            f"{statistics.median(r['peak_rss_mib'] for r in runs['headroom']):.0f}",
+            f"{statistics.median(r['peak_rss_mib'] for r in runs['torch']):.0f}",
+            f"{h0['initial_loss']:.3f} / {t0['initial_loss']:.3f}",
+        ])
+
+    load_after = os.getloadavg()
+    env_note = ", ".join(f"{k}={v}" if v is not None else f"{k} unset" for k, v in watched.items())
+    print(f"Training step, median ms over {a.steps} timed steps (after {a.warmup_steps} warm-up) per run; "
+          f"median over {a.reps} alternating runs of each, min-max of the run medians in brackets.")
+    print(f"{a.threads} thread(s), float32, vocab {a.vocab}, AdamW lr 1e-3 wd 0.01, clip 1.0; "
+          f"torch {all_runs[-1].get('torch_version', '?') if all_runs else '?'} via {a.python}; CPU: {cpu_model()}.")
+    print(f"Environment: {env_note}. Load average (1 min) {load_before[0]:.2f} before, "
+          f"{load_after[0]:.2f} after; {time.time() - started:.0f} s in all.")
+    print("ratio = torch ms / headroom ms: > 1 means headroom is faster. The same ratio of process CPU time "
+          "per step, less sensitive to other processes on the machine, beside it.")
+    print()
+    header = ["config", "d_model/heads/layers/T/B", "headroom ms/step", "torch ms/step",
+              "ratio torch/headroom", "ratio by CPU time", "headroom tok/s", "torch tok/s", "headroom peak RSS MiB",
+              "torch peak RSS MiB", "initial loss h / t"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+    if a.json:
+        with open(a.json, "w") as f:
+            for r in all_runs:
+                f.write(json.dumps(r) + "\n")
+    if failures:
+        print(file=sys.stderr)
+        for msg in failures:
+            print(f"compare: sanity check failed: {msg}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

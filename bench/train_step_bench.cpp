@@ -1,0 +1,196 @@
+// train_step_bench: the wall time of one full headroom training step, for the
+// side-by-side comparison with PyTorch in bench/compare.py (bench/README.md).
+//
+// Legend: B = batch, T = seq_len, V = vocab.
+// A timed step is exactly what cli/trainer.cpp does per step, minus data sampling
+// and progress: zero_grad, forward + mean next-token cross-entropy over all B*T
+// targets, backward, clip_grad_norm(1.0), AdamW step. bench/torch_train_step.py
+// times the same five things on the same model.
+//
+// The token batches are uniform random ids in [0, V), drawn with our Rng from
+// --seed before the clock starts; the model is TransformerLM<float> with
+// DESIGN.md's defaults (pre-norm, learned positions, exact GELU, biases, untied
+// head, d_ff = 4 d_model) and max_len = T.
+//
+// Output: progress and errors on stderr; one JSON line on stdout, the format both
+// implementations share (see bench/README.md for its keys).
+#include <sys/resource.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "autograd/gemm.hpp"
+#include "autograd/random.hpp"
+#include "nn/transformer.hpp"
+#include "optim/optim.hpp"
+
+namespace hr = headroom;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchOptions {
+  std::size_t d_model = 64;
+  std::size_t n_heads = 4;
+  std::size_t n_layers = 2;
+  std::size_t seq_len = 32;   // T
+  std::size_t batch = 16;     // B
+  std::size_t vocab = 64;     // V
+  std::size_t steps = 30;     // timed steps
+  std::size_t warmup_steps = 5;  // run first, not timed
+  int threads = 1;
+  std::uint64_t seed = 0;
+};
+
+// The value at quantile q of sorted values, by linear interpolation between the
+// closest ranks (numpy.percentile's default), so both sides agree on p10/p90.
+double quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  return sorted[lo] + frac * (sorted[hi] - sorted[lo]);
+}
+
+// CPU time of the whole process (every thread), in ms. At 1 thread it is the wall
+// time minus the time other processes held the core, so it survives a busy machine.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// (steps, B, T+1) uniform token ids, one batch per step, warm-up steps first.
+std::vector<hr::IndexArray> make_batches(const BenchOptions& o) {
+  hr::Rng rng(o.seed);
+  std::vector<hr::IndexArray> batches;
+  batches.reserve(o.warmup_steps + o.steps);
+  for (std::size_t s = 0; s < o.warmup_steps + o.steps; ++s) {
+    hr::IndexArray tokens = hr::IndexArray::from_shape({o.batch, o.seq_len + 1});  // (B, T+1)
+    for (auto& id : tokens) id = static_cast<hr::Index>(rng.below(o.vocab));
+    batches.push_back(std::move(tokens));
+  }
+  return batches;
+}
+
+int run(const BenchOptions& o) {
+  if (o.steps == 0) throw std::invalid_argument("train_step_bench: --steps must be positive, got 0");
+  if (o.threads < 1) throw std::invalid_argument(fmt::format("train_step_bench: --threads must be >= 1, got {}", o.threads));
+  hr::set_blas_threads(o.threads);
+
+  const hr::ModelConfig config{.vocab = o.vocab,
+                               .d_model = o.d_model,
+                               .n_layers = o.n_layers,
+                               .n_heads = o.n_heads,
+                               .max_len = o.seq_len};
+  hr::Rng init_rng(o.seed + 1);
+  hr::TransformerLM<float> model(config, init_rng);
+  hr::NamedParameters<float> params = model.named_parameters();
+  // PyTorch's AdamW defaults (betas 0.9/0.999, eps 1e-8) at lr 1e-3, weight decay
+  // 0.01; headroom leaves biases, LayerNorm and embeddings out of the decay and the
+  // torch side uses the same two parameter groups.
+  hr::AdamW<float> optimizer(params, hr::AdamWOptions{.lr = 1e-3, .weight_decay = 0.01});
+
+  const std::vector<hr::IndexArray> batches = make_batches(o);
+  std::vector<double> ms;      // wall time per timed step
+  std::vector<double> cpu_ms;  // process CPU time per timed step
+  ms.reserve(o.steps);
+  cpu_ms.reserve(o.steps);
+  double initial_loss = 0;
+  double final_loss = 0;
+  for (std::size_t s = 0; s < batches.size(); ++s) {
+    const double c0 = process_cpu_ms();
+    const auto t0 = Clock::now();
+    optimizer.zero_grad();
+    hr::Tensor<float> loss = model.loss(batches[s]);
+    loss.backward();
+    hr::clip_grad_norm(params, 1.0);
+    optimizer.step();
+    const auto t1 = Clock::now();
+    const double c1 = process_cpu_ms();
+    const double value = loss.item();
+    if (!std::isfinite(value)) {
+      throw std::runtime_error(fmt::format("train_step_bench: loss is {} at step {}", value, s + 1));
+    }
+    if (s == 0) initial_loss = value;
+    final_loss = value;
+    if (s >= o.warmup_steps) {
+      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      cpu_ms.push_back(c1 - c0);
+    }
+    if ((s + 1) % 10 == 0) std::cerr << fmt::format("headroom: step {}/{}\n", s + 1, batches.size());
+  }
+
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = quantile(sorted, 0.5);
+  std::sort(cpu_ms.begin(), cpu_ms.end());
+  const double tokens_per_s = static_cast<double>(o.batch * o.seq_len) / (median / 1000.0);
+  std::cout << fmt::format(
+      "{{\"impl\": \"headroom\", \"d_model\": {}, \"n_heads\": {}, \"n_layers\": {}, \"seq_len\": {}, "
+      "\"batch\": {}, \"vocab\": {}, \"threads\": {}, \"steps\": {}, \"warmup_steps\": {}, "
+      "\"parameters\": {}, \"initial_loss\": {:.6f}, \"final_loss\": {:.6f}, \"ln_vocab\": {:.6f}, "
+      "\"median_ms\": {:.4f}, \"p10_ms\": {:.4f}, \"p90_ms\": {:.4f}, \"median_cpu_ms\": {:.4f}, "
+      "\"tokens_per_s\": {:.1f}, \"peak_rss_mib\": {:.1f}, \"ms_per_step\": [{:.4f}]}}\n",
+      o.d_model, o.n_heads, o.n_layers, o.seq_len, o.batch, o.vocab, o.threads, o.steps, o.warmup_steps,
+      model.parameter_count(), initial_loss, final_loss, std::log(static_cast<double>(o.vocab)), median,
+      quantile(sorted, 0.1), quantile(sorted, 0.9), quantile(cpu_ms, 0.5), tokens_per_s, peak_rss_mib(),
+      fmt::join(ms, ", "));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Times full headroom training steps (see bench/README.md); prints one JSON line.",
+               "train_step_bench"};
+  BenchOptions o;
+  app.add_option("--d-model", o.d_model, "model width C")->capture_default_str();
+  app.add_option("--heads", o.n_heads, "attention heads")->capture_default_str();
+  app.add_option("--layers", o.n_layers, "transformer blocks")->capture_default_str();
+  app.add_option("--seq-len", o.seq_len, "T, tokens per row fed to the model")->capture_default_str();
+  app.add_option("--batch", o.batch, "B, rows per step")->capture_default_str();
+  app.add_option("--vocab", o.vocab, "V, token ids are uniform in [0, V)")->capture_default_str();
+  app.add_option("--steps", o.steps, "timed steps")->capture_default_str();
+  app.add_option("--warmup-steps", o.warmup_steps, "untimed steps before them")->capture_default_str();
+  app.add_option("--threads", o.threads, "OpenBLAS threads")->capture_default_str();
+  app.add_option("--seed", o.seed, "seeds the weights and the batches")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "train_step_bench: error: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    return run(o);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "train_step_bench: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "train_step_bench: error: " << e.what() << "\n";
+    return 3;
+  }
+}
