@@ -1,4 +1,6 @@
 // The accumulation choke point's un-broadcast, against sums written out by hand.
+#include <cstdint>
+
 #include <doctest/doctest.h>
 
 #include "autograd/tensor.hpp"
@@ -39,4 +41,16 @@ TEST_CASE("sum_to_shape rejects shapes that do not broadcast") {
   CHECK_THROWS_WITH_AS(sum_to_shape(g, {2}, "op"),
                        "op: gradient of shape (2, 3) cannot be accumulated into a tensor of shape (2)",
                        std::invalid_argument);
+}
+
+TEST_CASE("every array's storage is 64-byte aligned (DESIGN.md)") {
+  // Containers made directly, by xtensor builders, and by an op.
+  const xt::xarray<float> a = xt::xarray<float>::from_shape({3, 5});
+  const xt::xarray<double> b = xt::zeros<double>({7});
+  const headroom::Tensor<float> t(xt::xarray<float>::from_shape({2, 3}), true);
+  const auto u = headroom::sum_to_shape(xt::xarray<float>(xt::ones<float>({4, 3})), {3}, "t");
+  for (const void* p : {static_cast<const void*>(a.data()), static_cast<const void*>(b.data()),
+                        static_cast<const void*>(t.value().data()), static_cast<const void*>(u.data())}) {
+    CHECK(reinterpret_cast<std::uintptr_t>(p) % 64 == 0);
+  }
 }
