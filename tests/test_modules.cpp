@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include "nn/config_json.hpp"
+#include "nn/dropout.hpp"
 #include "nn/transformer.hpp"
 
 namespace hr = headroom;
@@ -153,4 +154,22 @@ TEST_CASE("the language model checks its inputs") {
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(lm.loss(random_tokens(1, 1, 5, rng)), "TransformerLM: loss needs tokens (B, T+1) with T >= 1, got (1, 1)",
                        std::invalid_argument);
+}
+
+TEST_CASE("Dropout: drops in training mode, is the identity in eval mode, follows its seed") {
+  const hr::Tensor<float> x(xt::ones<float>({100, 100}));
+  hr::Dropout<float> a({.p = 0.25, .seed = 9}), b({.p = 0.25, .seed = 9});
+  const xt::xarray<float> ya = a.forward(x).value(), yb = b.forward(x).value();
+  CHECK(ya == yb);  // same seed, same mask
+  std::size_t dropped = 0;
+  for (float v : ya) {
+    CHECK((v == 0.0f || v == doctest::Approx(1.0f / 0.75f)));
+    dropped += v == 0.0f ? 1 : 0;
+  }
+  // 10000 draws at p = 0.25: sd = sqrt(10000 * 0.25 * 0.75) ~ 43; allow 5 sd.
+  CHECK(dropped > 2500 - 5 * 43);
+  CHECK(dropped < 2500 + 5 * 43);
+  a.eval();
+  CHECK(a.forward(x).value() == x.value());
+  CHECK_THROWS_WITH_AS(hr::Dropout<float>({.p = 1.0}), "Dropout: p must be in [0, 1), got 1", std::invalid_argument);
 }
