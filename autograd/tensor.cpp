@@ -110,6 +110,12 @@ const xt::xarray<T>& Tensor<T>::grad() const {
 }
 
 template <typename T>
+xt::xarray<T>& Tensor<T>::mutable_grad() {
+  (void)grad();  // the same checks and message
+  return node_->grad;
+}
+
+template <typename T>
 void Tensor<T>::zero_grad() {
   require_defined(node_.get(), "zero_grad");
   node_->has_grad = false;

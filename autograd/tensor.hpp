@@ -69,6 +69,8 @@ class Tensor {
   bool has_grad() const { return node_->has_grad; }
   // Throws if no backward pass has reached this tensor since the last zero_grad.
   const xt::xarray<T>& grad() const;
+  // For in-place edits of the gradient (clipping); throws as grad() does.
+  xt::xarray<T>& mutable_grad();
   void zero_grad();
   // A new leaf sharing nothing with the tape: same value, no grad, no history.
   Tensor detach() const;

@@ -36,10 +36,9 @@ double clip_grad_norm(const NamedParameters<T>& params, double max_norm) {
   const double scale = max_norm / (norm + 1e-6);
   if (scale >= 1) return norm;
   const T s = static_cast<T>(scale);
-  for (const auto& [name, p] : params) {
+  for (auto [name, p] : params) {  // copies of the handles, sharing the tensors
     if (!p.has_grad()) continue;
-    // Tensor exposes its gradient read-only; the node is where it lives.
-    xt::xarray<T>& g = p.node()->grad;
+    xt::xarray<T>& g = p.mutable_grad();
     T* pg = g.data();
     for (std::size_t j = 0, n = g.size(); j < n; ++j) pg[j] *= s;
   }

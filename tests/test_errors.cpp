@@ -146,6 +146,8 @@ TEST_CASE("item and grad explain what is wrong") {
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(x.grad(), doctest::Contains("Tensor::grad: no gradient for this tensor (op 'leaf', shape (2)"),
                        std::invalid_argument);
+  CHECK_THROWS_WITH_AS(x.mutable_grad(), doctest::Contains("Tensor::grad: no gradient for this tensor"),
+                       std::invalid_argument);
   F undefined;
   CHECK_THROWS_WITH_AS(undefined.item(), "Tensor::item: the tensor is undefined", std::invalid_argument);
 }

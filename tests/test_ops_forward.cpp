@@ -22,6 +22,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "fixture_text.hpp"
 #include "autograd/op_checks.hpp"
 #include "autograd/ops.hpp"
 
@@ -115,21 +116,8 @@ struct FixtureCase {
   }
 };
 
-double parse_number(const std::string& token, const std::string& where) {
-  // strtod, unlike operator>>, reads the "inf", "-inf" and "nan" the script writes.
-  char* end = nullptr;
-  const double v = std::strtod(token.c_str(), &end);
-  if (token.empty() || end != token.c_str() + token.size())
-    throw std::runtime_error(fmt::format("{}: '{}' is not a number", where, token));
-  return v;
-}
-
 std::vector<FixtureCase> load_fixture(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw std::runtime_error(fmt::format(
-        "cannot open {}; regenerate it with /usr/bin/python3 tests/fixtures/make_ops_forward.py",
-        path));
+  std::ifstream in = open_fixture(path, "tests/fixtures/make_ops_forward.py");
   std::vector<FixtureCase> cases;
   bool open = false;
   std::string line;

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <xtensor/xbuilder.hpp>
 
+#include "fixture_text.hpp"
 #include "autograd/ops.hpp"
 #include "optim/optim.hpp"
 
@@ -102,20 +103,8 @@ struct TrajectoryCase {
   bool flag(const std::string& key) const { return option(key) != 0; }
 };
 
-double parse_number(const std::string& token, const std::string& where) {
-  char* end = nullptr;
-  const double v = std::strtod(token.c_str(), &end);
-  if (token.empty() || end != token.c_str() + token.size())
-    throw std::runtime_error(fmt::format("{}: '{}' is not a number", where, token));
-  return v;
-}
-
 std::vector<TrajectoryCase> load_trajectories(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw std::runtime_error(fmt::format(
-        "cannot open {}; regenerate it with /usr/bin/python3 tests/fixtures/make_adam_trajectory.py",
-        path));
+  std::ifstream in = open_fixture(path, "tests/fixtures/make_adam_trajectory.py");
   std::vector<TrajectoryCase> cases;
   bool open = false;
   std::string line;
