@@ -43,6 +43,5 @@ void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
 }
 
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
-int blas_threads() { return openblas_get_num_threads(); }
 
 }  // namespace headroom

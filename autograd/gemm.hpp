@@ -13,6 +13,5 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 
 // Threads OpenBLAS may use for each GEMM (the trainer's --threads).
 void set_blas_threads(int threads);
-int blas_threads();
 
 }  // namespace headroom

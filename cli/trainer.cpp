@@ -99,26 +99,20 @@ EvalResult evaluate(TransformerLM<float>& model, const Dataset& data, std::size_
     const Batch b = data.sample(batch, Split::val, rng);
     const auto [inputs, targets] = shift_tokens(b.tokens);
     const Tensor<float> logits = model.forward(inputs);  // (B, T, V)
+    // The loss is the training loss itself (a mean over this batch's counted
+    // targets); we weight it back to a sum so batches combine exactly.
+    std::size_t counted = 0;
+    for (bool c : b.target_mask) counted += c ? 1 : 0;
+    loss_sum += static_cast<double>(cross_entropy(logits, targets, b.target_mask).item()) *
+                static_cast<double>(counted);
+    r.counted += counted;
     const std::size_t V = logits.shape()[2];
     const float* pl = logits.value().data();
-    for (std::size_t r_ = 0; r_ < targets.size(); ++r_) {
-      if (!b.target_mask.data()[r_]) continue;
-      const float* row = pl + r_ * V;
-      // Loss and argmax from the same row: -log softmax(row)[target].
-      float best = row[0];
-      std::size_t arg = 0;
-      for (std::size_t v = 1; v < V; ++v) {
-        if (row[v] > best) {
-          best = row[v];
-          arg = v;
-        }
-      }
-      double z = 0;
-      for (std::size_t v = 0; v < V; ++v) z += std::exp(static_cast<double>(row[v] - best));
-      const auto t = static_cast<std::size_t>(targets.data()[r_]);
-      loss_sum += std::log(z) - static_cast<double>(row[t] - best);
-      correct += arg == t ? 1 : 0;
-      ++r.counted;
+    for (std::size_t i_ = 0; i_ < targets.size(); ++i_) {
+      if (!b.target_mask.data()[i_]) continue;
+      const float* row = pl + i_ * V;
+      const auto arg = static_cast<std::size_t>(std::max_element(row, row + V) - row);
+      correct += arg == static_cast<std::size_t>(targets.data()[i_]) ? 1 : 0;
     }
   }
   if (r.counted > 0) {

@@ -12,3 +12,26 @@
     INFO(hr_report_.str());                           \
     CHECK(hr_report_.passed());                       \
   } while (false)
+
+#include <functional>
+#include <vector>
+
+#include "autograd/op_checks.hpp"
+
+// Runs one op's (or module's) suite cases for three seeds, so each case is seen on
+// three draws of shapes and values, and checks every report.
+inline void check_suite_cases(
+    const std::string& name,
+    const std::function<std::vector<headroom::OpCheck>(const headroom::OpCheckOptions&)>& run) {
+  for (std::uint64_t seed : {0u, 1u, 2u}) {
+    headroom::OpCheckOptions options;
+    options.seed = seed;
+    options.op = name;
+    const auto results = run(options);
+    REQUIRE_MESSAGE(!results.empty(), "no gradcheck case for " << name);
+    for (const auto& r : results) {
+      INFO(r.op << " / " << r.what << " / " << r.shapes << " / seed " << seed);
+      CHECK_GRADCHECK(r.report);
+    }
+  }
+}

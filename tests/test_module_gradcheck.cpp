@@ -10,19 +10,7 @@
 
 namespace {
 
-void check_module(const std::string& module) {
-  for (std::uint64_t seed : {0u, 1u, 2u}) {
-    headroom::OpCheckOptions options;
-    options.seed = seed;
-    options.op = module;
-    const auto results = headroom::run_module_checks(options);
-    REQUIRE_MESSAGE(!results.empty(), "no gradcheck case for module " << module);
-    for (const auto& r : results) {
-      INFO(r.op << " / " << r.what << " / " << r.shapes << " / seed " << seed);
-      CHECK_GRADCHECK(r.report);
-    }
-  }
-}
+void check_module(const std::string& module) { check_suite_cases(module, headroom::run_module_checks); }
 
 }  // namespace
 

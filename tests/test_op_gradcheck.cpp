@@ -11,19 +11,7 @@
 
 namespace {
 
-void check_op(const std::string& op) {
-  for (std::uint64_t seed : {0u, 1u, 2u}) {
-    headroom::OpCheckOptions options;
-    options.seed = seed;
-    options.op = op;
-    const auto results = headroom::run_op_checks(options);
-    REQUIRE_MESSAGE(!results.empty(), "no gradcheck case for op " << op);
-    for (const auto& r : results) {
-      INFO(r.op << " / " << r.what << " / " << r.shapes << " / seed " << seed);
-      CHECK_GRADCHECK(r.report);
-    }
-  }
-}
+void check_op(const std::string& op) { check_suite_cases(op, headroom::run_op_checks); }
 
 }  // namespace
 
