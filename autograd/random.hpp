@@ -34,4 +34,10 @@ class Rng {
   State s_;
 };
 
+// The seed of stream `stream` of `seed`: independent generators from one user seed,
+// so that how many numbers one part of a program draws never shifts another's.
+constexpr std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t stream) {
+  return seed * 0x9E3779B97F4A7C15ull + stream;
+}
+
 }  // namespace headroom

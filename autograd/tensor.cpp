@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -31,10 +32,30 @@ std::string first_non_finite(const xt::xarray<T>& a) {
   const T* p = a.data();
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (!std::isfinite(p[i])) {
-      return fmt::format("{} at index {}", p[i], format_shape(unravel_index(i, a.shape())));
+      // NaN's sign bit depends on the operation and the machine: print it plainly.
+      return fmt::format("{} at index {}", std::isnan(p[i]) ? std::string("nan") : fmt::format("{}", p[i]),
+                         format_shape(unravel_index(i, a.shape())));
     }
   }
   return "";
+}
+
+// Anomaly mode's forward check: the first op whose output holds a NaN or Inf while
+// all of its inputs are finite is where the trouble started; name it. masked_fill
+// is exempt: its -inf is the caller's mask, which softmax turns into zeros.
+template <typename T>
+void check_forward(const char* op, const xt::xarray<T>& value, const std::vector<std::shared_ptr<Node<T>>>& inputs) {
+  if (std::string_view(op) == "masked_fill") return;
+  const std::string bad = first_non_finite(value);
+  if (bad.empty()) return;
+  std::string shapes;
+  for (const auto& in : inputs) {
+    if (!first_non_finite(in->value).empty()) return;  // inherited, not produced here
+    shapes += (shapes.empty() ? "" : ", ") + format_shape(in->value.shape());
+  }
+  throw AnomalyError(fmt::format("anomaly: forward of '{}' (inputs [{}]) produced a non-finite value from finite "
+                                 "inputs: {}",
+                                 op, shapes, bad));
 }
 
 // Drops every entry, marking their outputs as no longer differentiable through.
@@ -312,6 +333,7 @@ template <typename T>
 Tensor<T> make_result(const char* op, xt::xarray<T>&& value,
                       std::vector<std::shared_ptr<Node<T>>> inputs,
                       std::function<void(const xt::xarray<T>&, const xt::xarray<T>&)> backward) {
+  if (t_anomaly_enabled) check_forward(op, value, inputs);
   auto node = std::make_shared<Node<T>>();
   node->value = std::move(value);
   node->op = op;

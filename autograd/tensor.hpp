@@ -106,7 +106,7 @@ class NoGrad {
 
 // ---- anomaly mode --------------------------------------------------------------
 
-// Raised by backward in anomaly mode when an op's backward produced NaN or Inf.
+// Raised in anomaly mode when an op's forward or backward produced NaN or Inf.
 class AnomalyError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -115,9 +115,10 @@ class AnomalyError : public std::runtime_error {
 bool anomaly_enabled();
 void set_anomaly_enabled(bool on);
 
-// RAII: anomaly mode on for this thread while alive. In anomaly mode every backward
-// step checks the gradients it produced and throws AnomalyError naming the op, its
-// input and output shapes, and the first bad index.
+// RAII: anomaly mode on for this thread while alive. In anomaly mode every op checks
+// its output, and every backward step the gradients it produced; the first op that
+// makes a NaN or Inf out of finite inputs (masked_fill's fill excepted) throws
+// AnomalyError naming the op, its input and output shapes, and the first bad index.
 class DetectAnomaly {
  public:
   DetectAnomaly();

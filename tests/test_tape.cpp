@@ -179,6 +179,25 @@ TEST_CASE("anomaly mode catches a NaN planted in the forward pass") {
                        headroom::AnomalyError);
 }
 
+TEST_CASE("anomaly mode names the op whose forward made a NaN out of finite inputs") {
+  D x = leaf({1.0, -2.0});
+  SUBCASE("log of a negative number") {
+    headroom::DetectAnomaly guard;
+    CHECK_THROWS_WITH_AS(log(mul_scalar(x, 2.0)),
+                         "anomaly: forward of 'log' (inputs [(2)]) produced a non-finite value from finite "
+                         "inputs: nan at index (1)",
+                         headroom::AnomalyError);
+  }
+  SUBCASE("a -inf mask is intended, and softmax turns it into zeros") {
+    headroom::DetectAnomaly guard;
+    xt::xarray<bool> mask = {false, true};
+    D p = softmax(masked_fill(x, mask, -std::numeric_limits<double>::infinity()), -1);
+    CHECK(p.value()(1) == 0.0);
+  }
+  SUBCASE("without anomaly mode the NaN passes silently") { CHECK(std::isnan(log(x).value()(1))); }
+  headroom::clear_tape<double>();
+}
+
 TEST_CASE("each thread has its own tape") {
   headroom::clear_tape<double>();
   D x = leaf({1.0, 2.0});
