@@ -1,0 +1,463 @@
+// The safetensors container: layout, strict parser, atomic writer.
+//
+// Format (https://github.com/huggingface/safetensors, README "Format"):
+//   bytes [0, 8)        N, the header length, unsigned 64-bit little-endian
+//   bytes [8, 8+N)      a JSON object: name -> {"dtype", "shape", "data_offsets"},
+//                       plus an optional "__metadata__" of string -> string
+//   bytes [8+N, end)    the data; data_offsets are [begin, end) into it
+// We write the header padded with spaces to a multiple of 8 bytes, as the reference
+// implementation does, so every tensor's data starts 8-byte aligned in the file.
+//
+// The parser trusts nothing: the header length is checked against the byte count
+// before anything is read, every count and offset is checked in uint64 arithmetic
+// with explicit overflow tests, and the byte ranges must tile the data exactly
+// (start at 0, no gap, no overlap, no trailing byte).
+#include "nn/safetensors.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <system_error>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace headroom {
+
+// The data bytes are copied as they are; only a little-endian host reads them right.
+static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+
+using json = nlohmann::json;
+
+const char* dtype_name(DType dtype) { return dtype == DType::f32 ? "F32" : "F64"; }
+std::size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 8; }
+
+const TensorRecord* SafetensorsFile::find(std::string_view name) const {
+  for (const TensorRecord& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+namespace {
+
+constexpr const char* kMetadataKey = "__metadata__";
+
+std::string os_reason(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+// A JSON value for an error message, cut short so a hostile header cannot make the
+// message as long as itself.
+std::string preview(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return fmt::format("{} ({})", s, v.type_name());
+}
+
+// "[2, 3]" for a shape or a pair of offsets.
+template <typename Range>
+std::string bracketed(const Range& values) {
+  return fmt::format("[{}]", fmt::join(values, ", "));
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  if (name == "F32") return DType::f32;
+  if (name == "F64") return DType::f64;
+  return std::nullopt;
+}
+
+// A non-negative JSON integer as uint64, or nullopt (negative, fractional, too large
+// for uint64 -- nlohmann then parses it as a float -- or not a number at all).
+std::optional<std::uint64_t> as_u64(const json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  return std::nullopt;
+}
+
+std::uint64_t read_u64_le(const std::byte* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint64_t>(p[i]);
+  return v;
+}
+
+// nlohmann keeps the last of two equal keys without a word; a checkpoint with a
+// tensor named twice is ambiguous, so the parser callback below rejects it. One
+// entry per open object or array (arrays get nullopt).
+struct DuplicateKeyCheck {
+  std::vector<std::optional<std::set<std::string>>> open;
+  std::string tensor;  // the current top-level key, to name it in the message
+  std::string source;
+
+  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: open.emplace_back(std::set<std::string>{}); break;
+      case json::parse_event_t::array_start: open.emplace_back(std::nullopt); break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!open.empty()) open.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (open.empty() || !open.back()) break;
+        if (!open.back()->insert(key).second) {
+          if (open.size() == 1) {
+            throw CheckpointError(key == kMetadataKey
+                                      ? fmt::format("{}: __metadata__ appears twice in the header", source)
+                                      : fmt::format("{}: tensor '{}' appears twice in the header", source, key));
+          }
+          throw CheckpointError(fmt::format("{}: {}: duplicate key '{}'", source,
+                                            tensor == kMetadataKey ? "__metadata__" : "tensor '" + tensor + "'",
+                                            key));
+        }
+        if (open.size() == 1) tensor = key;
+        break;
+      }
+      case json::parse_event_t::value: break;
+    }
+    return true;
+  }
+};
+
+json parse_header_json(std::string_view text, const std::string& source) {
+  DuplicateKeyCheck check{.open = {}, .tensor = {}, .source = source};
+  try {
+    return json::parse(text.begin(), text.end(), std::ref(check));
+  } catch (const json::exception& e) {
+    throw CheckpointError(fmt::format("{}: header is not valid JSON: {}", source, e.what()));
+  }
+}
+
+std::map<std::string, std::string> parse_metadata(const json& m, const std::string& source) {
+  if (!m.is_object()) {
+    throw CheckpointError(
+        fmt::format("{}: __metadata__ must be an object of string values, got {}", source, preview(m)));
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : m.items()) {
+    if (!value.is_string()) {
+      throw CheckpointError(
+          fmt::format("{}: __metadata__ '{}' must be a string, got {}", source, key, preview(value)));
+    }
+    out.emplace(key, value.get<std::string>());
+  }
+  return out;
+}
+
+// One tensor's header entry, checked on its own; the ranges are checked together
+// afterwards.
+struct Entry {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  std::uint64_t begin = 0, end = 0;
+};
+
+Entry parse_entry(const std::string& name, const json& v, std::uint64_t data_size, const std::string& source) {
+  const std::string where = fmt::format("{}: tensor '{}'", source, name);
+  if (name.empty()) throw CheckpointError(fmt::format("{}: a tensor has an empty name", source));
+  if (!v.is_object()) {
+    throw CheckpointError(
+        fmt::format("{}: must be an object with dtype, shape and data_offsets, got {}", where, preview(v)));
+  }
+  for (const auto& [key, unused] : v.items()) {
+    if (key != "dtype" && key != "shape" && key != "data_offsets") {
+      throw CheckpointError(fmt::format("{}: unexpected key '{}' (expected dtype, shape, data_offsets)", where, key));
+    }
+  }
+  for (const char* key : {"dtype", "shape", "data_offsets"}) {
+    if (!v.contains(key)) throw CheckpointError(fmt::format("{}: missing '{}'", where, key));
+  }
+  Entry e{.name = name, .dtype = DType::f32, .shape = {}, .begin = 0, .end = 0};
+
+  const json& dtype = v["dtype"];
+  if (!dtype.is_string()) throw CheckpointError(fmt::format("{}: 'dtype' must be a string, got {}", where, preview(dtype)));
+  const std::optional<DType> d = parse_dtype(dtype.get_ref<const std::string&>());
+  if (!d) {
+    throw CheckpointError(fmt::format("{}: unsupported dtype {} (we read F32 and F64)", where, dtype.dump()));
+  }
+  e.dtype = *d;
+
+  const json& shape = v["shape"];
+  if (!shape.is_array()) {
+    throw CheckpointError(fmt::format("{}: 'shape' must be an array of non-negative integers, got {}", where,
+                                      preview(shape)));
+  }
+  std::uint64_t elements = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const std::optional<std::uint64_t> extent = as_u64(shape[i]);
+    if (!extent) {
+      throw CheckpointError(fmt::format("{}: shape entry {} is {}, not a non-negative integer", where, i,
+                                        preview(shape[i])));
+    }
+    if (*extent > std::numeric_limits<std::size_t>::max()) {
+      throw CheckpointError(fmt::format("{}: shape entry {} is {}, too large", where, i, *extent));
+    }
+    e.shape.push_back(static_cast<std::size_t>(*extent));
+    if (__builtin_mul_overflow(elements, *extent, &elements)) {
+      throw CheckpointError(fmt::format("{}: shape {} has more elements than 2^64", where, preview(shape)));
+    }
+  }
+  std::uint64_t needed = 0;
+  if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_size(e.dtype)), &needed)) {
+    throw CheckpointError(fmt::format("{}: shape {} needs more than 2^64 bytes", where, bracketed(e.shape)));
+  }
+
+  const json& offsets = v["data_offsets"];
+  std::optional<std::uint64_t> begin, end;
+  if (offsets.is_array() && offsets.size() == 2) {
+    begin = as_u64(offsets[0]);
+    end = as_u64(offsets[1]);
+  }
+  if (!begin || !end) {
+    throw CheckpointError(fmt::format("{}: 'data_offsets' must be [begin, end] with non-negative integers, got {}",
+                                      where, preview(offsets)));
+  }
+  e.begin = *begin;
+  e.end = *end;
+  const std::string range = fmt::format("data_offsets [{}, {}]", e.begin, e.end);
+  if (e.begin > e.end) throw CheckpointError(fmt::format("{}: {} have begin > end", where, range));
+  if (e.end - e.begin != needed) {
+    throw CheckpointError(fmt::format("{}: {} hold {} bytes but {} shape {} needs {}", where, range,
+                                      e.end - e.begin, dtype_name(e.dtype), bracketed(e.shape), needed));
+  }
+  if (e.end > data_size) {
+    throw CheckpointError(
+        fmt::format("{}: {} run past the end of the data ({} bytes after the header)", where, range, data_size));
+  }
+  return e;
+}
+
+// The ranges, sorted by (begin, end), must tile [0, data_size) exactly.
+void check_tiling(std::vector<Entry>& entries, std::uint64_t data_size, const std::string& source) {
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  std::uint64_t next = 0;
+  const Entry* previous = nullptr;
+  for (const Entry& e : entries) {
+    const std::string where = fmt::format("{}: tensor '{}': data_offsets [{}, {}]", source, e.name, e.begin, e.end);
+    if (previous == nullptr && e.begin != 0) {
+      throw CheckpointError(fmt::format("{} do not start at 0 (the first tensor must begin the data)", where));
+    }
+    if (e.begin < next) {
+      throw CheckpointError(fmt::format("{} overlap tensor '{}' at [{}, {}]", where, previous->name, previous->begin,
+                                        previous->end));
+    }
+    if (e.begin > next) {
+      throw CheckpointError(fmt::format("{} leave a gap of {} bytes after tensor '{}' at [{}, {}]", where,
+                                        e.begin - next, previous->name, previous->begin, previous->end));
+    }
+    next = e.end;
+    previous = &e;
+  }
+  if (next != data_size) {
+    throw CheckpointError(fmt::format("{}: {} trailing bytes after the last tensor (the data is {} bytes, the tensors "
+                                      "end at {})",
+                                      source, data_size - next, data_size, next));
+  }
+}
+
+void check_record(const TensorRecord& t) {
+  if (t.name.empty()) throw CheckpointError("safetensors: a tensor has an empty name");
+  if (t.name == kMetadataKey) throw CheckpointError("safetensors: a tensor may not be named __metadata__");
+  std::uint64_t bytes = dtype_size(t.dtype);
+  for (std::size_t extent : t.shape) {
+    if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(extent), &bytes)) {
+      throw CheckpointError(fmt::format("safetensors: tensor '{}': shape {} is too large", t.name,
+                                        format_shape(t.shape)));
+    }
+  }
+  if (bytes != t.data.size()) {
+    throw CheckpointError(fmt::format("safetensors: tensor '{}': {} bytes of data but {} shape {} needs {}", t.name,
+                                      t.data.size(), dtype_name(t.dtype), format_shape(t.shape), bytes));
+  }
+}
+
+}  // namespace
+
+std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
+  json header = json::object();
+  if (!file.metadata.empty()) {
+    json m = json::object();
+    for (const auto& [key, value] : file.metadata) m[key] = value;
+    header[kMetadataKey] = std::move(m);
+  }
+  std::uint64_t offset = 0;
+  for (const TensorRecord& t : file.tensors) {
+    check_record(t);
+    if (header.contains(t.name)) throw CheckpointError(fmt::format("safetensors: tensor '{}' appears twice", t.name));
+    const std::uint64_t end = offset + t.data.size();
+    header[t.name] = json{{"dtype", dtype_name(t.dtype)},
+                          {"shape", std::vector<std::size_t>(t.shape.begin(), t.shape.end())},
+                          {"data_offsets", {offset, end}}};
+    offset = end;
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::type_error& e) {  // a name or metadata value that is not UTF-8
+    throw CheckpointError(fmt::format("safetensors: cannot write the header: {}", e.what()));
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+
+  std::vector<std::byte> out(8 + text.size() + offset);
+  std::uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>((n >> (8 * i)) & 0xff);
+  std::memcpy(out.data() + 8, text.data(), text.size());
+  std::byte* data = out.data() + 8 + text.size();
+  for (const TensorRecord& t : file.tensors) {
+    if (!t.data.empty()) std::memcpy(data, t.data.data(), t.data.size());
+    data += t.data.size();
+  }
+  return out;
+}
+
+SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, const std::string& source) {
+  if (bytes.size() < 8) {
+    throw CheckpointError(
+        fmt::format("{}: the file is {} bytes, too short for the 8-byte header length", source, bytes.size()));
+  }
+  const std::uint64_t header_size = read_u64_le(bytes.data());
+  const std::uint64_t after_length = bytes.size() - 8;
+  if (header_size > kMaxSafetensorsHeader) {
+    throw CheckpointError(fmt::format("{}: header length {} is above the limit of {} bytes", source, header_size,
+                                      kMaxSafetensorsHeader));
+  }
+  if (header_size > after_length) {
+    throw CheckpointError(fmt::format("{}: header length {} runs past the end of the file ({} bytes after the length "
+                                      "field)",
+                                      source, header_size, after_length));
+  }
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_size);
+  const std::uint64_t data_size = after_length - header_size;
+  const std::byte* data = bytes.data() + 8 + header_size;
+
+  // nlohmann's lexer takes a NUL byte for the end of the input, so "{}\0garbage"
+  // would parse; JSON never holds a raw NUL, so we reject it first.
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    throw CheckpointError(fmt::format("{}: header is not valid JSON: a NUL byte at offset {}", source, nul));
+  }
+  const json header = parse_header_json(text, source);
+  if (!header.is_object()) {
+    throw CheckpointError(fmt::format("{}: the header must be a JSON object, got {}", source, header.type_name()));
+  }
+  SafetensorsFile file;
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name == kMetadataKey) {
+      file.metadata = parse_metadata(value, source);
+    } else {
+      entries.push_back(parse_entry(name, value, data_size, source));
+    }
+  }
+  check_tiling(entries, data_size, source);
+
+  // Every range now lies inside the data, so the copies below are in bounds.
+  file.tensors.reserve(entries.size());
+  for (Entry& e : entries) {
+    TensorRecord& t = file.tensors.emplace_back();
+    t.name = std::move(e.name);
+    t.dtype = e.dtype;
+    t.shape = std::move(e.shape);
+    t.data.assign(data + e.begin, data + e.end);
+  }
+  return file;
+}
+
+SafetensorsFile read_safetensors(const std::filesystem::path& path) {
+  const std::string source = path.string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw CheckpointError(fmt::format("{}: cannot open: {}", source, os_reason(errno)));
+  std::vector<std::byte> bytes;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    ::close(fd);
+    throw CheckpointError(fmt::format("{}: cannot read: {}", source,
+                                      S_ISDIR(st.st_mode) ? "it is a directory"
+                                      : err != 0          ? os_reason(err)
+                                                          : "not a regular file"));
+  }
+  bytes.reserve(static_cast<std::size_t>(st.st_size));
+  std::byte chunk[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw CheckpointError(fmt::format("{}: cannot read: {}", source, os_reason(err)));
+    }
+    if (n == 0) break;
+    bytes.insert(bytes.end(), chunk, chunk + n);
+  }
+  ::close(fd);
+  return parse_safetensors(bytes, source);
+}
+
+void write_safetensors(const std::filesystem::path& path, const SafetensorsFile& file) {
+  write_file_atomically(path, serialize_safetensors(file));
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  // Unique per process and per call, so two threads saving side by side do not
+  // share a temporary file.
+  static std::atomic<unsigned> counter{0};
+  const std::string target = path.string();
+  const std::string tmp = fmt::format("{}.tmp.{}.{}", target, ::getpid(), counter++);
+  auto fail = [&](const std::string& what, int err) {
+    return CheckpointError(fmt::format("cannot write '{}': {}: {}", target, what, os_reason(err)));
+  };
+
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) throw fail(fmt::format("creating '{}'", tmp), errno);
+  // From here on every failure removes the temporary file; the target is untouched
+  // until rename() replaces it in one step.
+  auto abandon = [&](const std::string& what, int err, bool close_fd) {
+    if (close_fd) ::close(fd);
+    ::unlink(tmp.c_str());
+    return fail(what, err);
+  };
+  const std::byte* p = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw abandon(fmt::format("writing '{}'", tmp), errno, true);
+    if (n == 0) throw abandon(fmt::format("writing '{}'", tmp), ENOSPC, true);  // no progress: treat as a full disk
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) throw abandon(fmt::format("fsync of '{}'", tmp), errno, true);
+  // close() can report a deferred write error (NFS); the fd is released either way.
+  if (::close(fd) != 0) throw abandon(fmt::format("closing '{}'", tmp), errno, false);
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    throw abandon(fmt::format("renaming '{}' over it", tmp), errno, false);
+  }
+
+  // The rename is durable once the directory entry is on disk.
+  std::filesystem::path dir = path.parent_path();
+  if (dir.empty()) dir = ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) throw fail(fmt::format("opening its directory '{}' to fsync it", dir.string()), errno);
+  // Some file systems cannot fsync a directory (EINVAL); the file itself is synced.
+  if (::fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP) {
+    const int err = errno;
+    ::close(dfd);
+    throw fail(fmt::format("fsync of its directory '{}'", dir.string()), err);
+  }
+  ::close(dfd);
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
+  write_file_atomically(path, std::as_bytes(std::span<const char>(text.data(), text.size())));
+}
+
+}  // namespace headroom
