@@ -12,5 +12,7 @@ using Run = std::function<int()>;  // returns the process exit status
 
 Run add_gradcheck_command(CLI::App& app);
 Run add_train_command(CLI::App& app);
+Run add_sample_command(CLI::App& app);
+Run add_eval_command(CLI::App& app);
 
 }  // namespace headroom::cli

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -26,38 +25,33 @@ std::string read_file(const std::filesystem::path& file, const std::string& what
   return std::move(bytes).str();
 }
 
-// "U+00E9 'é'": the code point always, the character itself when printable ASCII or
-// beyond ASCII (control characters would garble a one-line message).
-std::string describe(char32_t cp) {
-  std::string out = fmt::format("U+{:04X}", static_cast<std::uint32_t>(cp));
-  if (cp >= 0x20 && cp != 0x7F) {
-    out += " '";
-    append_utf8(out, cp);
-    out += "'";
+// The file's code points, after the option checks, in the order the constructor
+// documents its errors.
+std::u32string read_text(const std::filesystem::path& file, const CharDatasetOptions& options) {
+  const std::string what = fmt::format("CharDataset: '{}'", file.string());
+  if (!(options.train_fraction > 0.0 && options.train_fraction < 1.0)) {
+    throw DataError(fmt::format("CharDataset: train_fraction {} is not in (0, 1)",
+                                options.train_fraction));
   }
-  return out;
+  if (options.seq_len == 0) throw DataError("CharDataset: seq_len must be positive, got 0");
+  std::u32string text = decode_utf8(read_file(file, what), what);
+  if (text.empty()) throw DataError(what + ": the file is empty");
+  return text;
 }
 
 }  // namespace
 
 CharDataset::CharDataset(const std::filesystem::path& file, CharDatasetOptions options)
-    : file_(file.string()), seq_len_(options.seq_len) {
-  const std::string what = fmt::format("CharDataset: '{}'", file_);
-  if (!(options.train_fraction > 0.0 && options.train_fraction < 1.0)) {
-    throw DataError(fmt::format("CharDataset: train_fraction {} is not in (0, 1)",
-                                options.train_fraction));
-  }
-  if (seq_len_ == 0) throw DataError("CharDataset: seq_len must be positive, got 0");
-  const std::u32string text = decode_utf8(read_file(file, what), what);
-  if (text.empty()) throw DataError(what + ": the file is empty");
+    : CharDataset(file, options, read_text(file, options)) {}
 
-  alphabet_ = text;
-  std::sort(alphabet_.begin(), alphabet_.end());
-  alphabet_.erase(std::unique(alphabet_.begin(), alphabet_.end()), alphabet_.end());
+CharDataset::CharDataset(const std::filesystem::path& file, CharDatasetOptions options,
+                         const std::u32string& text)
+    : file_(file.string()),
+      seq_len_(options.seq_len),
+      vocab_(CharVocab::of_text(text, fmt::format("'{}'", file.string()))) {
+  const std::string what = fmt::format("CharDataset: '{}'", file_);
   ids_.reserve(text.size());
-  for (const char32_t cp : text) {
-    ids_.push_back(std::lower_bound(alphabet_.begin(), alphabet_.end(), cp) - alphabet_.begin());
-  }
+  for (const char32_t cp : text) ids_.push_back(*vocab_.find(cp));  // every character is in its own vocabulary
 
   train_size_ = static_cast<std::size_t>(
       std::floor(options.train_fraction * static_cast<double>(ids_.size())));
@@ -95,30 +89,9 @@ Batch CharDataset::sample(std::size_t batch, Split split, Rng& rng) const {
 }
 
 IndexArray CharDataset::encode(const std::string& text) const {
-  const std::u32string cps = decode_utf8(text, "CharDataset::encode");
-  IndexArray ids = IndexArray::from_shape({cps.size()});  // (N)
-  for (std::size_t i = 0; i < cps.size(); ++i) {
-    const auto it = std::lower_bound(alphabet_.begin(), alphabet_.end(), cps[i]);
-    if (it == alphabet_.end() || *it != cps[i]) {
-      throw DataError(fmt::format("CharDataset::encode: character {} at position {} is not in "
-                                  "the vocabulary of '{}'",
-                                  describe(cps[i]), i, file_));
-    }
-    ids(i) = it - alphabet_.begin();
-  }
-  return ids;
+  return vocab_.encode(std::string_view(text), "CharDataset::encode");
 }
 
-std::string CharDataset::decode(const IndexArray& ids) const {
-  std::string out;
-  for (const Index id : ids) {
-    if (id < 0 || static_cast<std::size_t>(id) >= alphabet_.size()) {
-      throw DataError(fmt::format("CharDataset::decode: id {} is out of range for vocab {} of '{}'",
-                                  id, alphabet_.size(), file_));
-    }
-    append_utf8(out, alphabet_[static_cast<std::size_t>(id)]);
-  }
-  return out;
-}
+std::string CharDataset::decode(const IndexArray& ids) const { return vocab_.decode(ids, "CharDataset::decode"); }
 
 }  // namespace headroom

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "data/char_vocab.hpp"
 #include "data/dataset.hpp"
 
 namespace headroom {
@@ -29,7 +30,7 @@ class CharDataset : public Dataset {
   CharDataset(const std::filesystem::path& file, CharDatasetOptions options = {});
 
   std::string name() const override { return file_; }
-  std::size_t vocab_size() const override { return alphabet_.size(); }
+  std::size_t vocab_size() const override { return vocab_.size(); }
   std::size_t seq_len() const override { return seq_len_; }
   Batch sample(std::size_t batch, Split split, Rng& rng) const override;
 
@@ -39,15 +40,19 @@ class CharDataset : public Dataset {
   std::string decode(const IndexArray& ids) const;
 
   // The vocabulary: alphabet()[id] is the code point with that id.
-  const std::u32string& alphabet() const { return alphabet_; }
+  const std::u32string& alphabet() const { return vocab_.alphabet(); }
+  const CharVocab& vocab() const { return vocab_; }
   // Characters in the whole text and in each split.
   std::size_t size() const { return ids_.size(); }
   std::size_t split_size(Split split) const;
 
  private:
+  // The checked, decoded text comes from the public constructor.
+  CharDataset(const std::filesystem::path& file, CharDatasetOptions options, const std::u32string& text);
+
   std::string file_;
   std::size_t seq_len_;
-  std::u32string alphabet_;   // sorted distinct code points
+  CharVocab vocab_;           // sorted distinct code points
   std::vector<Index> ids_;    // (N) the whole text
   std::size_t train_size_;    // ids_[0, train_size_) is train, the rest val
 };

@@ -1,0 +1,240 @@
+// `headroom eval`: loss and accuracy of a trained model on its own validation data
+// (the batches the trainer validated on, so a finished run's final numbers come
+// back), or perplexity on any text file read with the model's own vocabulary.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "autograd/gemm.hpp"
+#include "cli/commands.hpp"
+#include "cli/model_dir.hpp"
+#include "cli/trainer.hpp"
+#include "cli/validators.hpp"
+#include "data/char_dataset.hpp"
+#include "data/task.hpp"
+#include "nn/checkpoint.hpp"
+
+namespace headroom::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct EvalFlags {
+  std::string model;
+  std::string text;
+  std::optional<std::size_t> batches, batch;
+  std::optional<std::uint64_t> seed;
+  bool json = false;
+};
+
+// What was evaluated, for the report.
+struct EvalReport {
+  std::string data;  // one line: which data, how much of it
+  EvalResult result;
+  bool text_model = false;
+};
+
+std::string read_text_file(const fs::path& file, const std::string& what) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) throw std::invalid_argument(what + ": no such file");
+  if (fs::is_directory(file, ec)) throw std::invalid_argument(what + ": is a directory");
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in) throw std::invalid_argument(what + ": cannot be read");
+  return std::move(bytes).str();
+}
+
+// Every character of `ids` but the first, predicted once: windows of T+1 ids with
+// stride T (the last one shorter when the text does not divide evenly), `batch`
+// windows at a time, at most max_batches batches (0: all). Each target sees the
+// context of its own window only, as in training.
+EvalResult evaluate_windows(TransformerLM<float>& model, std::span<const Index> ids, std::size_t T, std::size_t batch,
+                            std::size_t max_batches, std::size_t& batches_done) {
+  NoGrad no_grad;
+  model.eval();
+  const std::size_t targets = ids.size() - 1;
+  const std::size_t full = targets / T;      // windows of T targets
+  const std::size_t rest = targets % T;      // targets of the last, shorter window
+  double loss_sum = 0;
+  std::size_t correct = 0;
+  EvalResult r;
+  batches_done = 0;
+  auto run = [&](std::size_t first_window, std::size_t windows, std::size_t len) {  // len targets per window
+    IndexArray tokens = IndexArray::from_shape({windows, len + 1});  // (B, len+1)
+    for (std::size_t w = 0; w < windows; ++w) {
+      const std::size_t start = (first_window + w) * T;
+      std::copy_n(ids.begin() + static_cast<std::ptrdiff_t>(start), len + 1, tokens.data() + w * (len + 1));
+    }
+    const auto [inputs, next] = shift_tokens(tokens);
+    const Tensor<float> logits = model.forward(inputs);  // (B, len, V)
+    const std::size_t counted = windows * len;
+    loss_sum += static_cast<double>(cross_entropy(logits, next).item()) * static_cast<double>(counted);
+    r.counted += counted;
+    const std::size_t V = logits.shape()[2];
+    const float* pl = logits.value().data();
+    for (std::size_t i = 0; i < counted; ++i) {
+      const float* row = pl + i * V;
+      const auto arg = static_cast<Index>(std::max_element(row, row + V) - row);
+      correct += arg == next.data()[i] ? 1 : 0;
+    }
+    ++batches_done;
+  };
+  const auto more = [&] { return max_batches == 0 || batches_done < max_batches; };
+  for (std::size_t w = 0; w < full && more(); w += batch) run(w, std::min(batch, full - w), T);
+  if (rest > 0 && more()) run(full, 1, rest);
+  if (r.counted > 0) {
+    r.loss = loss_sum / static_cast<double>(r.counted);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.counted);
+  }
+  return r;
+}
+
+EvalReport eval_text_file(const EvalFlags& flags, TransformerLM<float>& model, const DataDescription& data,
+                          const std::string& source, std::size_t batch) {
+  const std::string what = fmt::format("--text '{}'", flags.text);
+  const CharVocab vocab = char_vocab(data, source);
+  const IndexArray ids = vocab.encode(std::string_view(read_text_file(flags.text, what)), what);
+  if (ids.size() < 2) {
+    throw std::invalid_argument(fmt::format("{}: has {} character(s); it takes at least 2 to predict one", what,
+                                            ids.size()));
+  }
+  std::size_t batches_done = 0;
+  EvalReport report;
+  report.text_model = true;
+  report.result = evaluate_windows(model, std::span<const Index>(ids.data(), ids.size()), data.seq_len, batch,
+                                   flags.batches.value_or(0), batches_done);
+  report.data = fmt::format("{}: {} of its {} characters predicted, in windows of {} characters, {} batch{} of up to {}",
+                            flags.text, report.result.counted, ids.size(), data.seq_len + 1, batches_done,
+                            batches_done == 1 ? "" : "es", batch);
+  return report;
+}
+
+EvalReport eval_own_data(TransformerLM<float>& model, const DataDescription& data,
+                         const std::string& source, std::size_t batches, std::size_t batch, std::uint64_t seed) {
+  std::unique_ptr<Dataset> dataset;
+  if (data.is_text()) {
+    std::error_code ec;
+    if (!fs::exists(data.text, ec)) {
+      throw std::invalid_argument(fmt::format(
+          "{} was trained on '{}', which is not there (from this directory); evaluate it on a text file with --text "
+          "FILE",
+          source, data.text));
+    }
+    auto chars = std::make_unique<CharDataset>(data.text, CharDatasetOptions{.seq_len = data.seq_len});
+    if (chars->alphabet() != data.alphabet) {
+      throw std::invalid_argument(fmt::format(
+          "'{}' has changed since {} was trained on it: its characters are no longer the model's vocabulary ({} now, "
+          "{} then); evaluate it with --text {} to read it with the model's vocabulary",
+          data.text, source, chars->alphabet().size(), data.alphabet.size(), data.text));
+    }
+    dataset = std::move(chars);
+  } else {
+    dataset = make_task(data.task, TaskOptions{.vocab = data.vocab, .seq_len = data.seq_len});
+  }
+  EvalReport report;
+  report.text_model = data.is_text();
+  report.result = evaluate(model, *dataset, batches, batch, validation_seed(seed));
+  report.data = fmt::format("{} validation split: {} batch{} of {} rows, the trainer's batches for seed {}",
+                            data.is_text() ? data.text : data.task, batches, batches == 1 ? "" : "es", batch, seed);
+  return report;
+}
+
+int run_eval(const EvalFlags& flags) {
+  const fs::path file = resolve_model_file(flags.model);
+  const std::string source = file.string();
+  // Validation settings default to the run's own, so that eval draws the batches
+  // the trainer validated on.
+  const std::optional<TrainConfig> run = run_config_of(file);
+  const OptimConfig defaults = run ? run->optim : OptimConfig{};
+  const std::size_t batches = flags.batches.value_or(defaults.eval_batches);
+  const std::size_t batch = flags.batch.value_or(defaults.batch);
+  const std::uint64_t seed = flags.seed.value_or(defaults.seed);
+  set_blas_threads(defaults.threads);  // the trainer's thread count: the same sums in the same order
+
+  LoadedModel<float> loaded = load_model<float>(file);
+  const DataDescription data = data_description(loaded.metadata, source);
+  if (data.vocab != loaded.config.vocab) {
+    throw std::invalid_argument(fmt::format("{}: the data metadata says vocab {} but the model has vocab {}", source,
+                                            data.vocab, loaded.config.vocab));
+  }
+  if (!flags.text.empty() && !data.is_text()) {
+    throw std::invalid_argument(fmt::format("--text needs a character-level model; {} is a toy-task model ({})",
+                                            source, data.task));
+  }
+  const EvalReport report = flags.text.empty()
+                                ? eval_own_data(*loaded.model, data, source, batches, batch, seed)
+                                : eval_text_file(flags, *loaded.model, data, source, batch);
+  const EvalResult& r = report.result;
+  const double perplexity = std::exp(r.loss);
+  const double bits = r.loss / std::log(2.0);
+
+  if (flags.json) {
+    nlohmann::json j{{"model", source},
+                     {"kind", data.is_text() ? "text" : "task"},
+                     {"data", flags.text.empty() ? (data.is_text() ? data.text : data.task) : flags.text},
+                     {"split", flags.text.empty() ? "val" : "file"},
+                     {"seq_len", data.seq_len},
+                     {"vocab", data.vocab},
+                     {"targets", r.counted},
+                     {"loss", r.loss},
+                     {"accuracy", r.accuracy}};
+    if (flags.text.empty()) {
+      j["batches"] = batches;
+      j["batch"] = batch;
+      j["seed"] = seed;
+    }
+    if (report.text_model) {
+      j["perplexity"] = perplexity;
+      j["bits_per_char"] = bits;
+    }
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  const std::string kind = data.is_text() ? "character-level text" : data.task;
+  fmt::print("model       {} ({}, vocab {}, seq_len {})\n", source, kind, data.vocab, data.seq_len);
+  fmt::print("data        {}\n", report.data);
+  fmt::print("targets     {}\n", r.counted);
+  fmt::print("loss        {:.4f}\n", r.loss);
+  fmt::print("accuracy    {:.2f}%\n", 100 * r.accuracy);
+  if (report.text_model) {
+    fmt::print("perplexity  {:.3f}\n", perplexity);
+    fmt::print("bits/char   {:.3f}\n", bits);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Run add_eval_command(CLI::App& app) {
+  auto f = std::make_shared<EvalFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval",
+      "Loss and accuracy of a trained model on the counted targets. By default on its own validation data, drawn "
+      "exactly as the trainer drew it (so a finished run's final val numbers come back); --text FILE instead reads "
+      "every character of FILE with the model's vocabulary (text models: perplexity and bits per character too).");
+  cmd->add_option("--model", f->model,
+                  "A run directory written by headroom train --out (its model.safetensors, else its newest "
+                  "checkpoint), or a .safetensors file")
+      ->required();
+  cmd->add_option("--text", f->text,
+                  "Evaluate a text model on this UTF-8 file: windows of seq_len + 1 characters, each character "
+                  "predicted once");
+  cmd->add_option("--batches", f->batches,
+                  "Validation batches (default: the run's eval_batches from its config.json, else 8); with --text, "
+                  "the most batches of windows to read (default: the whole file)")
+      ->check(kCount);
+  cmd->add_option("--batch", f->batch, "Rows per batch (default: the run's batch, else 32)")->check(kCount);
+  cmd->add_option("--seed", f->seed, "Seed of the run whose validation batches to draw (default: the run's seed, else 0)")
+      ->check(kWholeNumber);
+  cmd->add_flag("--json", f->json, "Print one JSON object instead of the table");
+  return [f] { return run_eval(*f); };
+}
+
+}  // namespace headroom::cli

@@ -1,0 +1,183 @@
+#include "cli/model_dir.hpp"
+
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "data/char_dataset.hpp"
+#include "data/utf8.hpp"
+
+namespace headroom::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
+
+std::string utf8_of(const std::u32string& text) {
+  std::string out;
+  for (const char32_t cp : text) append_utf8(out, cp);
+  return out;
+}
+
+std::size_t positive_integer(const nlohmann::json& object, const char* key, const std::string& where) {
+  const nlohmann::json& v = object.at(key);
+  if (!v.is_number_unsigned() || v.get<std::uint64_t>() == 0) {
+    bad(fmt::format("{}: key '{}' must be a positive integer, got {}", where, key, v.dump()));
+  }
+  return v.get<std::size_t>();
+}
+
+std::string string_value(const nlohmann::json& object, const char* key, const std::string& where) {
+  const nlohmann::json& v = object.at(key);
+  if (!v.is_string()) bad(fmt::format("{}: key '{}' must be a string, got {}", where, key, v.dump()));
+  return v.get<std::string>();
+}
+
+// The step number of a "step-00000500" directory name, or nothing for any other name.
+std::optional<std::uint64_t> checkpoint_step(const std::string& name) {
+  constexpr std::string_view kPrefix = "step-";
+  if (name.size() <= kPrefix.size() || name.size() > kPrefix.size() + 19 || name.compare(0, kPrefix.size(), kPrefix) != 0) {
+    return std::nullopt;
+  }
+  std::uint64_t step = 0;
+  for (std::size_t i = kPrefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    step = step * 10 + static_cast<std::uint64_t>(name[i] - '0');
+  }
+  return step;
+}
+
+// The newest DIR/checkpoints/step-*/model.safetensors, or nothing.
+std::optional<fs::path> newest_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path checkpoints = dir / "checkpoints";
+  if (!fs::is_directory(checkpoints, ec)) return std::nullopt;
+  std::optional<fs::path> newest;
+  std::uint64_t newest_step = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(checkpoints, ec)) {
+    const std::optional<std::uint64_t> step = checkpoint_step(entry.path().filename().string());
+    const fs::path file = entry.path() / "model.safetensors";
+    if (!step || !fs::is_regular_file(file, ec)) continue;
+    if (!newest || *step > newest_step) {
+      newest = file;
+      newest_step = *step;
+    }
+  }
+  return newest;
+}
+
+}  // namespace
+
+std::string data_metadata(const DataConfig& data, const Dataset& dataset) {
+  const bool text = !data.text.empty();
+  nlohmann::json j{{"task", text ? std::string() : data.task},
+                   {"text", data.text},
+                   {"seq_len", dataset.seq_len()},
+                   {"vocab", dataset.vocab_size()}};
+  if (const auto* chars = dynamic_cast<const CharDataset*>(&dataset)) j["alphabet"] = utf8_of(chars->alphabet());
+  return j.dump();
+}
+
+DataDescription parse_data_metadata(const std::string& json, const std::string& source) {
+  const std::string where = fmt::format("{}: metadata '{}'", source, kDataMetadataKey);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::parse_error& e) {
+    bad(fmt::format("{} is not valid JSON: {}", where, e.what()));
+  }
+  if (!j.is_object()) bad(fmt::format("{} must be a JSON object, got {}", where, j.dump()));
+  for (const auto& [key, value] : j.items()) {
+    if (key != "task" && key != "text" && key != "seq_len" && key != "vocab" && key != "alphabet") {
+      bad(fmt::format("{}: unknown key '{}' (keys: task, text, seq_len, vocab, alphabet)", where, key));
+    }
+  }
+  for (const char* key : {"task", "text", "seq_len", "vocab"}) {
+    if (!j.contains(key)) bad(fmt::format("{}: key '{}' is missing", where, key));
+  }
+  DataDescription d;
+  d.task = string_value(j, "task", where);
+  d.text = string_value(j, "text", where);
+  d.seq_len = positive_integer(j, "seq_len", where);
+  d.vocab = positive_integer(j, "vocab", where);
+  if (d.task.empty() == d.text.empty()) {
+    bad(fmt::format("{}: exactly one of keys 'task' and 'text' must be set, got task '{}' and text '{}'", where,
+                    d.task, d.text));
+  }
+  if (!d.is_text()) {
+    if (j.contains("alphabet")) bad(fmt::format("{}: key 'alphabet' is for text models only (task '{}')", where, d.task));
+    return d;
+  }
+  if (!j.contains("alphabet")) bad(fmt::format("{}: key 'alphabet' is missing (a text model needs it)", where));
+  const std::string alphabet = string_value(j, "alphabet", where);
+  d.alphabet = decode_utf8(alphabet, where + ": key 'alphabet'");
+  (void)CharVocab(d.alphabet, where);  // checks it is sorted and distinct
+  if (d.alphabet.size() != d.vocab) {
+    bad(fmt::format("{}: key 'alphabet' has {} characters but key 'vocab' is {}", where, d.alphabet.size(), d.vocab));
+  }
+  return d;
+}
+
+DataDescription data_description(const std::map<std::string, std::string>& metadata, const std::string& source) {
+  const auto it = metadata.find(kDataMetadataKey);
+  if (it == metadata.end()) {
+    bad(fmt::format("{}: no '{}' metadata saying what the model was trained on (not a model written by headroom "
+                    "train)",
+                    source, kDataMetadataKey));
+  }
+  return parse_data_metadata(it->second, source);
+}
+
+CharVocab char_vocab(const DataDescription& data, const std::string& source) {
+  return CharVocab(data.alphabet, fmt::format("the model {}", source));
+}
+
+fs::path resolve_model_file(const fs::path& model) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(model, ec);
+  if (!fs::exists(status)) {
+    bad(fmt::format("model '{}': no such file or directory (expected a run directory written by headroom train "
+                    "--out, or a .safetensors file)",
+                    model.string()));
+  }
+  if (fs::is_directory(status)) {
+    const fs::path final_model = model / "model.safetensors";
+    if (fs::is_regular_file(final_model, ec)) return final_model;
+    if (std::optional<fs::path> newest = newest_checkpoint(model)) return *newest;
+    bad(fmt::format("model directory '{}' has neither model.safetensors nor checkpoints/step-*/model.safetensors",
+                    model.string()));
+  }
+  if (fs::is_regular_file(status) && model.extension() == ".safetensors") return model;
+  bad(fmt::format("model '{}' is neither a run directory nor a .safetensors file", model.string()));
+}
+
+std::optional<TrainConfig> run_config_of(const fs::path& model_file) {
+  std::error_code ec;
+  const fs::path dir = model_file.parent_path();
+  std::vector<fs::path> candidates{dir / "config.json"};
+  // DIR/checkpoints/step-N/model.safetensors belongs to DIR.
+  if (dir.parent_path().filename() == "checkpoints") candidates.push_back(dir.parent_path().parent_path() / "config.json");
+  for (const fs::path& file : candidates) {
+    if (!fs::is_regular_file(file, ec)) continue;
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) bad(fmt::format("cannot read {}", file.string()));
+    TrainConfig config;
+    try {
+      update_from_json(config, nlohmann::json::parse(text.str()), file.string());
+    } catch (const nlohmann::json::parse_error& e) {
+      bad(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
+    }
+    return config;
+  }
+  return std::nullopt;
+}
+
+}  // namespace headroom::cli

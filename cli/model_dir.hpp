@@ -1,0 +1,72 @@
+// A trained model as `headroom train --out DIR` leaves it, and what `headroom sample`
+// and `headroom eval` need to read back:
+//
+//     DIR/config.json                                   the TrainConfig
+//     DIR/model.safetensors                             the final model
+//     DIR/checkpoints/step-00000500/model.safetensors   rolling checkpoints (+ train_state)
+//
+// Every model file carries, besides the model config (nn/checkpoint.hpp), a
+// __metadata__ key "data": a JSON string that says what the model was trained on,
+//
+//     {"task": "copy", "text": "", "seq_len": 16, "vocab": 16}
+//     {"task": "", "text": "data/tiny.txt", "seq_len": 64, "vocab": 65, "alphabet": "\n !,.abc..."}
+//
+// where "alphabet" (text models only) is the character vocabulary as one UTF-8
+// string in id order, so a text model encodes and decodes without its training file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "cli/train_config.hpp"
+#include "data/char_vocab.hpp"
+#include "data/dataset.hpp"
+
+namespace headroom::cli {
+
+// The metadata key under which a model file carries the data description.
+inline constexpr const char* kDataMetadataKey = "data";
+
+// The "data" metadata value for a checkpoint of a model trained on `dataset` (made
+// from `data`): the alphabet comes from the dataset when it is a CharDataset.
+std::string data_metadata(const DataConfig& data, const Dataset& dataset);
+
+struct DataDescription {
+  std::string task;         // a toy task's name, or empty for a text model
+  std::string text;         // the training text file as given to train, or empty
+  std::size_t seq_len = 0;  // T the model was trained on
+  std::size_t vocab = 0;
+  std::u32string alphabet;  // text models: the vocabulary in id order
+
+  bool is_text() const { return !text.empty(); }
+};
+
+// Strict: the JSON must be an object with exactly the keys above ("alphabet" only
+// and always for a text model), of the right types, exactly one of task and text
+// set, seq_len and vocab positive, and an alphabet of `vocab` sorted distinct
+// characters. Errors are std::invalid_argument naming `source` and the key.
+DataDescription parse_data_metadata(const std::string& json, const std::string& source);
+
+// The data description of a model file's metadata, or a std::invalid_argument
+// naming `source` when it has none (a file not written by `headroom train`).
+DataDescription data_description(const std::map<std::string, std::string>& metadata, const std::string& source);
+
+// The character vocabulary of a text model's description.
+CharVocab char_vocab(const DataDescription& data, const std::string& source);
+
+// DIR -> DIR/model.safetensors when it exists, else the newest (largest step)
+// DIR/checkpoints/step-*/model.safetensors; a .safetensors file -> itself. Anything
+// else (a missing path, a directory without a model, another kind of file) is a
+// std::invalid_argument naming the path and what was looked for.
+std::filesystem::path resolve_model_file(const std::filesystem::path& model);
+
+// The config.json of the run a model file belongs to: beside it (DIR/model.safetensors)
+// or three levels up (DIR/checkpoints/step-N/model.safetensors); nothing when neither
+// exists. A config.json that does not parse is a std::invalid_argument naming it.
+std::optional<TrainConfig> run_config_of(const std::filesystem::path& model_file);
+
+}  // namespace headroom::cli

@@ -1,0 +1,227 @@
+// `headroom sample`: generate from a trained model. Text models read and write text;
+// toy-task models read token ids and, without a prompt, answer validation examples of
+// their task and say whether they got them right.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "autograd/gemm.hpp"
+#include "cli/commands.hpp"
+#include "cli/generate.hpp"
+#include "cli/model_dir.hpp"
+#include "cli/validators.hpp"
+#include "data/task.hpp"
+#include "nn/checkpoint.hpp"
+
+namespace headroom::cli {
+namespace {
+
+struct SampleFlags {
+  std::string model;
+  std::string prompt;
+  std::optional<std::size_t> tokens;
+  double temperature = 1.0;
+  std::optional<std::size_t> top_k;
+  bool greedy = false;
+  std::uint64_t seed = 0;
+  std::size_t count = 1;
+};
+
+constexpr std::size_t kTextTokens = 200;  // --tokens default for text models
+
+// Separate streams of one seed for the validation examples and the token draws, so
+// asking for more tokens never changes which examples come up.
+constexpr std::uint64_t kDrawStream = 0;
+constexpr std::uint64_t kExampleStream = 1;
+
+// Task token ids as the task examples show them: specials as _ | ?, the rest as numbers.
+std::string render_tokens(std::span<const Index> ids) {
+  std::string out;
+  for (const Index id : ids) {
+    if (!out.empty()) out += ' ';
+    switch (id) {
+      case kPad: out += '_'; break;
+      case kSep: out += '|'; break;
+      case kQuery: out += '?'; break;
+      default: out += fmt::format("{}", id);
+    }
+  }
+  return out;
+}
+
+// Space-separated ids (or _ | ? for the specials) in [0, vocab).
+std::vector<Index> parse_token_prompt(const std::string& prompt, std::size_t vocab) {
+  std::istringstream words(prompt);
+  std::vector<Index> ids;
+  std::string word;
+  while (words >> word) {
+    if (word == "_" || word == "|" || word == "?") {
+      ids.push_back(word == "_" ? kPad : word == "|" ? kSep : kQuery);
+      continue;
+    }
+    const bool digits = word.size() <= 18 && word.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) {
+      throw std::invalid_argument(fmt::format(
+          "--prompt: '{}' is not a token id: a toy-task model reads space-separated ids in [0, {}) (or _ | ? for pad, "
+          "separator and query)",
+          word, vocab));
+    }
+    const Index id = std::stoll(word);
+    if (static_cast<std::size_t>(id) >= vocab) {
+      throw std::invalid_argument(
+          fmt::format("--prompt: token {} is out of range for the model's vocab {} (ids 0 to {})", id, vocab, vocab - 1));
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty()) throw std::invalid_argument("--prompt: no token ids in it");
+  return ids;
+}
+
+// One validation example of the task cut before its answer: the prompt, and where
+// in the continuation the counted targets are.
+struct TaskExample {
+  std::vector<Index> prompt;
+  std::vector<Index> answer;        // the row from the first to the last counted target
+  std::vector<bool> answer_counted;  // (answer.size()) which of them count
+};
+
+TaskExample validation_example(const Task& task, Rng& rng) {
+  const std::size_t T = task.seq_len();
+  const Batch b = task.sample(1, Split::val, rng);
+  const std::span<const Index> row(b.tokens.data(), T + 1);
+  const std::span<const bool> counted(b.target_mask.data(), T);
+  // counted[t] is about row[t + 1]; every row has at least one counted target.
+  const auto first = static_cast<std::size_t>(std::find(counted.begin(), counted.end(), true) - counted.begin());
+  const auto from_end = static_cast<std::size_t>(std::find(counted.rbegin(), counted.rend(), true) - counted.rbegin());
+  const std::size_t last = T - 1 - from_end;
+  TaskExample e;
+  e.prompt.assign(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(first + 1));
+  for (std::size_t t = first; t <= last; ++t) {
+    e.answer.push_back(row[t + 1]);
+    e.answer_counted.push_back(counted[t]);
+  }
+  return e;
+}
+
+int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const DataDescription& data,
+                const SamplingOptions& options, const std::string& source) {
+  const std::unique_ptr<Task> task = make_task(data.task, TaskOptions{.vocab = data.vocab, .seq_len = data.seq_len});
+  std::optional<std::vector<Index>> user_prompt;
+  if (!flags.prompt.empty()) user_prompt = parse_token_prompt(flags.prompt, data.vocab);
+  fmt::print("{}: {} model (vocab {}, seq_len {})\n", source, data.task, data.vocab, data.seq_len);
+  Rng draws(stream_seed(flags.seed, kDrawStream));
+  Rng examples(stream_seed(flags.seed, kExampleStream));
+
+  std::size_t matched = 0;
+  for (std::size_t i = 0; i < flags.count; ++i) {
+    TaskExample e;
+    if (user_prompt) {
+      e.prompt = *user_prompt;
+    } else {
+      e = validation_example(*task, examples);
+    }
+    // By default we fill the row the model was trained on (T+1 tokens), or generate
+    // exactly the answer of a validation example.
+    const std::size_t row_rest = data.seq_len + 1 > e.prompt.size() ? data.seq_len + 1 - e.prompt.size() : 1;
+    const std::size_t n = flags.tokens.value_or(user_prompt ? row_rest : e.answer.size());
+    const std::vector<Index> out = generate(model, e.prompt, n, options, draws);
+    if (i > 0) fmt::print("\n");
+    fmt::print("prompt    {}\n", render_tokens(e.prompt));
+    fmt::print("model     {}\n", render_tokens(out));
+    if (user_prompt) continue;
+    bool match = out.size() >= e.answer.size();
+    for (std::size_t j = 0; j < e.answer.size() && j < out.size(); ++j) {
+      match = match && (!e.answer_counted[j] || out[j] == e.answer[j]);
+    }
+    matched += match ? 1 : 0;
+    fmt::print("expected  {}  {}\n", render_tokens(e.answer), match ? "(match)" : "(MISMATCH)");
+  }
+  if (!user_prompt) {
+    fmt::print("\n{} of {} validation examples answered correctly\n", matched, flags.count);
+  }
+  return 0;
+}
+
+int sample_text(const SampleFlags& flags, TransformerLM<float>& model, const DataDescription& data,
+                const SamplingOptions& options, const std::string& source) {
+  const CharVocab vocab = char_vocab(data, source);
+  Rng draws(stream_seed(flags.seed, kDrawStream));
+  // Without a prompt we start from a newline when the model knows one (text tends
+  // to start after one), else from the first character of the vocabulary.
+  const bool prompted = !flags.prompt.empty();
+  const IndexArray prompt = prompted ? vocab.encode(std::string_view(flags.prompt), "--prompt")
+                                     : IndexArray{vocab.find(U'\n').value_or(0)};
+  const std::span<const Index> prompt_ids(prompt.data(), prompt.size());
+  const std::size_t n = flags.tokens.value_or(kTextTokens);
+  for (std::size_t i = 0; i < flags.count; ++i) {
+    if (flags.count > 1) fmt::print("{}--- sample {} of {} ---\n", i > 0 ? "\n" : "", i + 1, flags.count);
+    const std::vector<Index> out = generate(model, prompt_ids, n, options, draws);
+    std::string text = prompted ? flags.prompt : std::string();
+    text += vocab.decode(out, "sample");
+    fmt::print("{}{}", text, text.empty() || text.back() != '\n' ? "\n" : "");
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int run_sample(const SampleFlags& flags) {
+  set_blas_threads(1);  // one sequence at a time: threads only add overhead
+  const std::filesystem::path file = resolve_model_file(flags.model);
+  const std::string source = file.string();
+  LoadedModel<float> loaded = load_model<float>(file);
+  const DataDescription data = data_description(loaded.metadata, source);
+  if (data.vocab != loaded.config.vocab) {
+    throw std::invalid_argument(fmt::format("{}: the data metadata says vocab {} but the model has vocab {}", source,
+                                            data.vocab, loaded.config.vocab));
+  }
+  if (flags.top_k && (*flags.top_k == 0 || *flags.top_k > data.vocab)) {
+    throw std::invalid_argument(fmt::format("--top-k: must be from 1 to the model's vocab {}, got {}", data.vocab,
+                                            *flags.top_k));
+  }
+  const SamplingOptions options{.temperature = flags.temperature, .top_k = flags.top_k.value_or(0),
+                                .greedy = flags.greedy};
+  return data.is_text() ? sample_text(flags, *loaded.model, data, options, source)
+                        : sample_task(flags, *loaded.model, data, options, source);
+}
+
+}  // namespace
+
+Run add_sample_command(CLI::App& app) {
+  auto f = std::make_shared<SampleFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "sample",
+      "Generate from a trained model. A text model continues --prompt TEXT; a toy-task model continues --prompt "
+      "\"3 7 4 |\" (token ids, or _ | ? for pad, separator and query), or without one answers validation examples "
+      "of its task and says whether each answer is right. The context is cropped to the model's max_len from the "
+      "left as it grows.");
+  cmd->add_option("--model", f->model,
+                  "A run directory written by headroom train --out (its model.safetensors, else its newest "
+                  "checkpoint), or a .safetensors file")
+      ->required();
+  cmd->add_option("--prompt", f->prompt, "Text for a text model; space-separated token ids for a toy-task model");
+  cmd->add_option("--tokens", f->tokens,
+                  fmt::format("Tokens to generate (default: {} characters for a text model; for a toy-task model the "
+                              "answer's length, or the rest of a training row after --prompt)",
+                              kTextTokens))
+      ->check(kCount);
+  cmd->add_option("--temperature", f->temperature, "Divide the logits by this before sampling; 0 is greedy")
+      ->capture_default_str()
+      ->check(kFiniteNonNegative);
+  cmd->add_option("--top-k", f->top_k, "Sample only among the K most likely tokens (default: all)")->check(kCount);
+  cmd->add_flag("--greedy", f->greedy, "Always take the most likely token (the same as --temperature 0)");
+  cmd->add_option("--seed", f->seed, "Seed for the draws and the validation examples")
+      ->capture_default_str()
+      ->check(kWholeNumber);
+  cmd->add_option("--count", f->count, "Samples to generate (each a new validation example for a toy-task model "
+                                       "without --prompt)")
+      ->capture_default_str()
+      ->check(kCount);
+  return [f] { return run_sample(*f); };
+}
+
+}  // namespace headroom::cli
