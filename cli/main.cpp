@@ -9,17 +9,19 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/trainer.hpp"
 
 namespace {
 
 constexpr int kUsageError = 2;
+constexpr int kTrainingFailed = 1;  // the run diverged (non-finite steps); see TrainingDiverged
 constexpr int kInternalError = 3;
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "headroom: train, gradient-check and ablate small transformers to see what attention "
+      "headroom: train, gradient-check, sample, evaluate and ablate small transformers to see what attention "
       "heads buy you.",
       "headroom"};
   app.require_subcommand(1);
@@ -32,6 +34,8 @@ int main(int argc, char** argv) {
   const std::vector<Command> commands{
       {"train", headroom::cli::add_train_command(app)},
       {"gradcheck", headroom::cli::add_gradcheck_command(app)},
+      {"sample", headroom::cli::add_sample_command(app)},
+      {"eval", headroom::cli::add_eval_command(app)},
   };
 
   // A mistyped command would otherwise read as "a subcommand is required".
@@ -70,6 +74,9 @@ int main(int argc, char** argv) {
   } catch (const std::invalid_argument& e) {
     std::cerr << "headroom: error: " << e.what() << "\n";
     return kUsageError;
+  } catch (const headroom::cli::TrainingDiverged& e) {
+    std::cerr << "headroom: error: " << e.what() << "\n";
+    return kTrainingFailed;
   } catch (const std::exception& e) {
     std::cerr << "headroom: internal error: " << e.what() << "\n";
     return kInternalError;

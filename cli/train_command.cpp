@@ -1,6 +1,8 @@
 // `headroom train`: train a small decoder-only transformer on a toy task or a text
 // file, with a progress bar, validation, config.json and metrics.csv.
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -18,6 +20,8 @@
 namespace headroom::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 // Flags the user gave; each overrides --config, which overrides the defaults.
 struct TrainFlags {
   std::string config_file;
@@ -29,12 +33,25 @@ struct TrainFlags {
   std::optional<std::string> task, text;
   std::optional<std::size_t> seq_len, vocab;
   std::optional<std::string> optimizer, schedule;
-  std::optional<std::size_t> steps, batch, warmup, eval_every, eval_batches;
+  std::optional<std::size_t> steps, batch, warmup, eval_every, eval_batches, save_every, keep_checkpoints,
+      max_bad_steps;
   std::optional<double> lr, min_lr, clip, weight_decay, momentum;
   std::optional<std::uint64_t> seed;
   std::optional<int> threads;
+  bool detect_anomaly = false;
+  std::string resume;
+  std::size_t stop_after = 0;
   bool quiet = false;
 };
+
+// Set by SIGINT; the training loop polls it after every step, saves a checkpoint and
+// stops. A second Ctrl-C gets the default action (saving is atomic, so nothing is
+// left half-written even then).
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_sigint(int) {
+  g_interrupted = 1;
+  std::signal(SIGINT, SIG_DFL);
+}
 
 template <typename V>
 void apply(std::optional<V> flag, V& target) {
@@ -42,20 +59,28 @@ void apply(std::optional<V> flag, V& target) {
 }
 
 TrainConfig build_config(const TrainFlags& f) {
-  TrainConfig c;
-  if (!f.config_file.empty()) {
-    std::ifstream in(f.config_file);
-    if (!in) throw std::invalid_argument(fmt::format("cannot read config file {}", f.config_file));
+  const std::string config_file = f.resume.empty() ? f.config_file : (fs::path(f.resume) / "config.json").string();
+  nlohmann::json object;
+  if (!config_file.empty()) {
+    std::ifstream in(config_file);
+    if (!in) throw std::invalid_argument(fmt::format("cannot read config file {}", config_file));
     std::stringstream text;
     text << in.rdbuf();
-    nlohmann::json object;
     try {
       object = nlohmann::json::parse(text.str());
     } catch (const nlohmann::json::parse_error& e) {
-      throw std::invalid_argument(fmt::format("{}: not valid JSON: {}", f.config_file, e.what()));
+      throw std::invalid_argument(fmt::format("{}: not valid JSON: {}", config_file, e.what()));
     }
-    update_from_json(c, object, f.config_file);
   }
+  // Precedence, lowest first: the task's defaults, the config file, the flags.
+  std::string task = TrainConfig{}.data.task;
+  if (object.is_object() && object.contains("data") && object["data"].is_object() &&
+      object["data"].contains("task") && object["data"]["task"].is_string()) {
+    task = object["data"]["task"].get<std::string>();
+  }
+  if (f.task) task = *f.task;
+  TrainConfig c = task_defaults(task);
+  if (!config_file.empty()) update_from_json(c, object, config_file);
   ModelConfig& m = c.model;
   apply(f.d_model, m.d_model);
   apply(f.heads, m.n_heads);
@@ -84,6 +109,10 @@ TrainConfig build_config(const TrainFlags& f) {
   apply(f.warmup, o.warmup);
   apply(f.eval_every, o.eval_every);
   apply(f.eval_batches, o.eval_batches);
+  apply(f.save_every, o.save_every);
+  apply(f.keep_checkpoints, o.keep_checkpoints);
+  apply(f.max_bad_steps, o.max_bad_steps);
+  if (f.detect_anomaly) o.detect_anomaly = true;
   apply(f.lr, o.lr);
   apply(f.min_lr, o.min_lr);
   apply(f.clip, o.clip);
@@ -105,6 +134,9 @@ std::string rate(double tokens_per_s) {
 }
 
 int run_train(const TrainFlags& flags) {
+  // Ctrl-C from here on stops the run cleanly (before the first step: with nothing saved).
+  g_interrupted = 0;
+  std::signal(SIGINT, on_sigint);
   TrainConfig config = build_config(flags);
   config.validate();
   std::unique_ptr<Dataset> data = make_dataset(config);
@@ -119,8 +151,16 @@ int run_train(const TrainFlags& flags) {
   if (const auto* task = dynamic_cast<const Task*>(data.get())) fmt::print("example: {}\n", task->example());
   std::fflush(stdout);
 
+  TrainOptions options;
+  options.out_dir = flags.resume.empty() ? flags.out : flags.resume;
+  options.resume = !flags.resume.empty();
+  options.stop_after = flags.stop_after;
+  options.stop_requested = [] { return g_interrupted != 0; };
+  if (options.resume) fmt::print("resuming {} from its newest checkpoint\n", flags.resume);
+  std::fflush(stdout);
+
   double last_val_loss = NAN, last_val_acc = NAN;
-  const TrainSummary s = train(config, *data, flags.out, [&](const Progress& p) {
+  options.on_progress = [&](const Progress& p) {
     if (p.evaluated) {
       last_val_loss = p.val.loss;
       last_val_acc = p.val.accuracy;
@@ -141,14 +181,38 @@ int run_train(const TrainFlags& flags) {
                  p.steps, p.train_loss, val, p.lr, p.grad_norm, rate(p.tokens_per_s), duration(p.elapsed_s));
       std::fflush(stdout);
     }
-  });
-  fmt::print("done: {} steps in {} ({} tok/s), {} parameters\n", s.steps, duration(s.wall_s), rate(s.tokens_per_s),
-             s.parameters);
+  };
+  TrainSummary s;
+  try {
+    s = train(config, *data, options);
+  } catch (...) {
+    std::signal(SIGINT, SIG_DFL);
+    if (tty) fmt::print("\n");
+    throw;
+  }
+  std::signal(SIGINT, SIG_DFL);
+  if (s.stopped_early) {
+    if (tty) fmt::print("\n");
+    const char* why = g_interrupted != 0 ? "interrupted" : "stopped";
+    if (options.out_dir.empty()) {
+      fmt::print("{} at step {} of {}; nothing saved (no --out)\n", why, s.steps, config.optim.steps);
+    } else {
+      fmt::print("{} at step {} of {}; checkpoint saved to {}\ncontinue with: headroom train --resume {}\n", why,
+                 s.steps, config.optim.steps, s.checkpoint, options.out_dir);
+    }
+    return g_interrupted != 0 ? 130 : 0;
+  }
+  fmt::print("done: {} steps in {} ({} tok/s), {} parameters\n", s.steps - s.start_step, duration(s.wall_s),
+             rate(s.tokens_per_s), s.parameters);
   if (s.skipped_steps > 0) fmt::print("skipped {} updates with a non-finite gradient norm\n", s.skipped_steps);
   fmt::print("final: train loss {:.4f}, val loss {:.4f}, val accuracy {:.2f}% (best {:.2f}% at step {})\n",
              s.final_train_loss, s.final_val.loss, 100 * s.final_val.accuracy, 100 * s.best_val_accuracy,
              s.best_step);
-  if (!flags.out.empty()) fmt::print("wrote {0}/config.json and {0}/metrics.csv\n", flags.out);
+  if (!options.out_dir.empty()) {
+    fmt::print("wrote {0}/config.json, {0}/metrics.csv and {0}/model.safetensors (checkpoints in "
+               "{0}/checkpoints)\n",
+               options.out_dir);
+  }
   return 0;
 }
 
@@ -160,19 +224,20 @@ Run add_train_command(CLI::App& app) {
       "train",
       "Train a small decoder-only transformer on a toy task (--task) or a text file (--text), showing progress and "
       "validation loss and accuracy on the counted targets. Flags override --config FILE.json, which overrides the "
-      "defaults shown.");
+      "defaults shown. --task recall has its own defaults: --seq-len 6 --vocab 32 --batch 64 --lr 0.001 "
+      "--schedule constant --weight-decay 0.1 --steps 6000 --eval-every 500.");
   const TrainConfig d;
   auto group = [&](const char* name) { return cmd->add_option_group(name); };
 
   CLI::Option_group* model = group("Model");
   model->add_option("--d-model", f->d_model, fmt::format("Model width (default {})", d.model.d_model))->check(kWholeNumber);
   model->add_option("--heads", f->heads, fmt::format("Query heads (default {})", d.model.n_heads))->check(kWholeNumber);
-  model->add_option("--dk", f->dk, "Per-head query/key width (default d_model / heads)")->check(kWholeNumber);
-  model->add_option("--dv", f->dv, "Per-head value width (default d_k)")->check(kWholeNumber);
-  model->add_option("--kv-heads", f->kv_heads, "Key/value heads: 1 is MQA, fewer than --heads is GQA (default --heads)")->check(kWholeNumber);
+  model->add_option("--dk", f->dk, "Per-head query/key width (default d_model / heads)")->check(kPositiveWholeNumber);
+  model->add_option("--dv", f->dv, "Per-head value width (default d_k)")->check(kPositiveWholeNumber);
+  model->add_option("--kv-heads", f->kv_heads, "Key/value heads: 1 is MQA, fewer than --heads is GQA (default --heads)")->check(kPositiveWholeNumber);
   model->add_option("--layers", f->layers, fmt::format("Transformer blocks (default {})", d.model.n_layers))->check(kWholeNumber);
-  model->add_option("--d-ff", f->d_ff, "Feed-forward width (default 4 * d_model)")->check(kWholeNumber);
-  model->add_option("--max-len", f->max_len, "Longest sequence the model accepts (default --seq-len)")->check(kWholeNumber);
+  model->add_option("--d-ff", f->d_ff, "Feed-forward width (default 4 * d_model)")->check(kPositiveWholeNumber);
+  model->add_option("--max-len", f->max_len, "Longest sequence the model accepts (default --seq-len)")->check(kPositiveWholeNumber);
   model->add_option("--norm", f->norm, "pre | post (default pre)");
   model->add_option("--activation", f->activation, "gelu | gelu_tanh | relu (default gelu)");
   model->add_option("--pos", f->pos, "learned | sinusoidal (default learned)");
@@ -214,9 +279,44 @@ Run add_train_command(CLI::App& app) {
   opt->add_option("--eval-batches", f->eval_batches,
                   fmt::format("Validation batches per evaluation (default {})", d.optim.eval_batches))->check(kWholeNumber);
 
-  cmd->add_option("--config", f->config_file, "Read settings from a JSON file like the config.json a run writes");
-  cmd->add_option("--out", f->out, "Write config.json and metrics.csv into this directory");
+  opt->add_option("--save-every", f->save_every,
+                  fmt::format("Steps between rolling checkpoints in --out; 0 saves only at the end and on Ctrl-C "
+                              "(default {})",
+                              d.optim.save_every))->check(kWholeNumber);
+  opt->add_option("--keep-checkpoints", f->keep_checkpoints,
+                  fmt::format("Rolling checkpoints kept (default {})", d.optim.keep_checkpoints))->check(kWholeNumber);
+  opt->add_option("--max-bad-steps", f->max_bad_steps,
+                  fmt::format("Stop after this many consecutive steps with a non-finite loss or gradient norm; "
+                              "such steps never update the weights (default {})",
+                              d.optim.max_bad_steps))->check(kWholeNumber);
+  opt->add_flag("--detect-anomaly", f->detect_anomaly,
+                "Check every op for NaN/Inf and name the first one that makes it (slower)");
+
+  CLI::Option* config = cmd->add_option("--config", f->config_file,
+                                        "Read settings from a JSON file like the config.json a run writes");
+  CLI::Option* out = cmd->add_option("--out", f->out,
+                                     "Write config.json, metrics.csv, checkpoints/ and model.safetensors into this "
+                                     "directory");
+  CLI::Option* resume = cmd->add_option(
+      "--resume", f->resume,
+      "Continue the run in this directory from its newest checkpoint, with its config.json; only --steps and the "
+      "checkpointing flags may change");
+  cmd->add_option("--stop-after", f->stop_after,
+                  "Stop after this step with a checkpoint, as Ctrl-C does (for training in chunks)")->check(kWholeNumber);
   cmd->add_flag("-q,--quiet", f->quiet, "Print only the summary");
+
+  // A resumed run is the same run: everything that changes its numbers comes from
+  // its config.json.
+  resume->excludes(config)->excludes(out);
+  for (CLI::Option_group* g : {model, data}) {
+    for (CLI::Option* o : g->get_options()) resume->excludes(o);
+  }
+  for (CLI::Option* o : opt->get_options()) {
+    const std::string& name = o->get_name();
+    const bool may_change = name == "--steps" || name == "--save-every" || name == "--keep-checkpoints" ||
+                            name == "--max-bad-steps" || name == "--detect-anomaly";
+    if (!may_change) resume->excludes(o);
+  }
   return [f] { return run_train(*f); };
 }
 

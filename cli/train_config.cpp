@@ -49,9 +49,27 @@ void TrainConfig::validate() const {
   if (o.threads < 1) bad(fmt::format("threads must be at least 1, got {}", o.threads));
   if (o.eval_every == 0) bad("eval_every must be positive, got 0");
   if (o.eval_batches == 0) bad("eval_batches must be positive, got 0");
+  if (o.keep_checkpoints == 0) bad("keep_checkpoints must be positive, got 0");
+  if (o.max_bad_steps == 0) bad("max_bad_steps must be positive, got 0");
   if (o.schedule == "cosine" && o.warmup > o.steps) {
     bad(fmt::format("warmup {} is longer than steps {}", o.warmup, o.steps));
   }
+}
+
+TrainConfig task_defaults(const std::string& task) {
+  TrainConfig c;
+  c.data.task = task;
+  if (task == "recall") {
+    c.data.seq_len = 6;
+    c.data.vocab = 32;
+    c.optim.batch = 64;
+    c.optim.lr = 1e-3;
+    c.optim.schedule = "constant";
+    c.optim.weight_decay = 0.1;
+    c.optim.steps = 6000;
+    c.optim.eval_every = 500;
+  }
+  return c;
 }
 
 nlohmann::json to_json(const TrainConfig& c) {
@@ -64,7 +82,9 @@ nlohmann::json to_json(const TrainConfig& c) {
        {{"optimizer", o.optimizer}, {"steps", o.steps}, {"batch", o.batch}, {"lr", o.lr},
         {"schedule", o.schedule}, {"warmup", o.warmup}, {"min_lr", o.min_lr}, {"clip", o.clip},
         {"weight_decay", o.weight_decay}, {"momentum", o.momentum}, {"seed", o.seed},
-        {"threads", o.threads}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches}}}};
+        {"threads", o.threads}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
+        {"save_every", o.save_every}, {"keep_checkpoints", o.keep_checkpoints},
+        {"max_bad_steps", o.max_bad_steps}, {"detect_anomaly", o.detect_anomaly}}}};
 }
 
 void update_from_json(TrainConfig& c, const nlohmann::json& object, const std::string& source) {
@@ -103,9 +123,14 @@ void update_from_json(TrainConfig& c, const nlohmann::json& object, const std::s
       else if (key == "threads") o.threads = static_cast<int>(read<std::size_t>(v, section, key, source));
       else if (key == "eval_every") o.eval_every = read<std::size_t>(v, section, key, source);
       else if (key == "eval_batches") o.eval_batches = read<std::size_t>(v, section, key, source);
+      else if (key == "save_every") o.save_every = read<std::size_t>(v, section, key, source);
+      else if (key == "keep_checkpoints") o.keep_checkpoints = read<std::size_t>(v, section, key, source);
+      else if (key == "max_bad_steps") o.max_bad_steps = read<std::size_t>(v, section, key, source);
+      else if (key == "detect_anomaly") o.detect_anomaly = read<bool>(v, section, key, source);
       else {
         bad(fmt::format("{}: unknown key 'train.{}' (keys: optimizer, steps, batch, lr, schedule, warmup, "
-                        "min_lr, clip, weight_decay, momentum, seed, threads, eval_every, eval_batches)",
+                        "min_lr, clip, weight_decay, momentum, seed, threads, eval_every, eval_batches, save_every, "
+                        "keep_checkpoints, max_bad_steps, detect_anomaly)",
                         source, key));
       }
     }

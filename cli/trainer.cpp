@@ -5,11 +5,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "autograd/gemm.hpp"
+#include "cli/model_dir.hpp"
+#include "cli/train_state.hpp"
+#include "nn/checkpoint.hpp"
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"
 #include "optim/optim.hpp"
@@ -20,27 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// Independent streams from one seed, so changing how many batches one part draws
-// never shifts another part's numbers.
+// Independent streams from one seed (validation is validation_seed's stream).
 constexpr std::uint64_t kInitStream = 0;
 constexpr std::uint64_t kTrainStream = 1;
-constexpr std::uint64_t kValStream = 2;
-std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t stream) { return seed * 0x9E3779B97F4A7C15ull + stream; }
-
-// Writes text to path through a temporary file and a rename, so a reader never sees
-// half a file.
-void write_file_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) throw std::invalid_argument(fmt::format("cannot write {}", tmp.string()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw std::invalid_argument(fmt::format("cannot write {}: {}", path.string(), ec.message()));
-}
 
 std::unique_ptr<Optimizer<float>> make_optimizer(const OptimConfig& o, NamedParameters<float> params) {
   if (o.optimizer == "adamw") {
@@ -123,9 +110,61 @@ EvalResult evaluate(TransformerLM<float>& model, const Dataset& data, std::size_
   return r;
 }
 
+namespace {
+
+// metrics.csv's rows up to and including `step` (and the header), for a resumed
+// run: the interrupted run may have written rows past its last checkpoint.
+std::string metrics_up_to(const fs::path& file, std::size_t step) {
+  std::ifstream in(file);
+  if (!in) throw std::invalid_argument(fmt::format("cannot read {} to resume", file.string()));
+  std::string line, kept;
+  bool header = true;
+  while (std::getline(in, line)) {
+    if (!header) {
+      const std::size_t comma = line.find(',');
+      std::size_t row_step = 0;
+      try {
+        row_step = std::stoull(line.substr(0, comma));
+      } catch (const std::logic_error&) {
+        throw std::invalid_argument(fmt::format("{}: malformed row '{}'", file.string(), line));
+      }
+      if (row_step > step) break;
+    }
+    kept += line + "\n";
+    header = false;
+  }
+  return kept;
+}
+
+std::string bad_step_message(std::size_t step, std::size_t bad, double loss, double norm, const std::string& ckpt,
+                             const std::string& anomaly, bool detect_anomaly) {
+  auto show = [](double v) { return std::isnan(v) ? std::string("nan") : fmt::format("{}", v); };
+  const std::string what = !std::isfinite(loss) ? "loss " + show(loss) : "gradient norm " + show(norm);
+  std::string m = fmt::format(
+      "training stopped at step {}: {} consecutive steps with a non-finite loss or gradient norm (this one: {}); "
+      "the weights were not updated by them; last good checkpoint: {}",
+      step, bad, what, ckpt.empty() ? "none" : ckpt);
+  if (!anomaly.empty()) {
+    m += "; first NaN/Inf: " + anomaly;
+  } else if (!detect_anomaly) {
+    m += "; rerun with --detect-anomaly to name the op that made the first NaN or Inf";
+  }
+  return m;
+}
+
+}  // namespace
+
 TrainSummary train(const TrainConfig& config, const Dataset& data, const std::string& out_dir,
                    const std::function<void(const Progress&)>& on_progress) {
+  TrainOptions options;
+  options.out_dir = out_dir;
+  options.on_progress = on_progress;
+  return train(config, data, options);
+}
+
+TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOptions& options) {
   const OptimConfig& o = config.optim;
+  const std::string& out_dir = options.out_dir;
   set_blas_threads(o.threads);
 
   Rng init_rng(stream_seed(o.seed, kInitStream));
@@ -134,6 +173,24 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const std::st
   NamedParameters<float> params = model.named_parameters();
   std::unique_ptr<Optimizer<float>> optimizer = make_optimizer(o, params);
   const LrSchedule schedule = make_schedule(config);
+  const std::map<std::string, std::string> metadata{{"data", data_metadata(config.data, data)}};
+
+  TrainSummary summary;
+  LoopState st;
+  if (options.resume) {
+    if (out_dir.empty()) throw std::invalid_argument("resume needs the run's output directory");
+    const auto dir = latest_checkpoint(out_dir);
+    if (!dir) throw std::invalid_argument(fmt::format("{} has no checkpoint to resume from", out_dir));
+    st = load_training_checkpoint(*dir, config, model, *optimizer);
+    if (st.step >= o.steps) {
+      throw std::invalid_argument(fmt::format("{} is already at step {} of steps {}: nothing to resume; pass a larger "
+                                              "--steps to train further",
+                                              dir->string(), st.step, o.steps));
+    }
+    data_rng.set_state(st.data_rng);
+    summary.start_step = st.step;
+    summary.checkpoint = dir->string();
+  }
 
   // Files only once everything that can reject the config has accepted it.
   std::ofstream metrics;
@@ -141,68 +198,120 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const std::st
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) throw std::invalid_argument(fmt::format("cannot create output directory {}: {}", out_dir, ec.message()));
+    const fs::path metrics_file = fs::path(out_dir) / "metrics.csv";
+    const std::string kept =
+        options.resume ? metrics_up_to(metrics_file, st.step)
+                       : std::string("step,train_loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s\n");
     write_file_atomically(fs::path(out_dir) / "config.json", to_json(config).dump(2) + "\n");
-    metrics.open(fs::path(out_dir) / "metrics.csv", std::ios::trunc);
-    if (!metrics) throw std::invalid_argument(fmt::format("cannot write {}/metrics.csv", out_dir));
-    metrics << "step,train_loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s\n" << std::flush;
+    write_file_atomically(metrics_file, kept);
+    metrics.open(metrics_file, std::ios::app);
+    if (!metrics) throw std::invalid_argument(fmt::format("cannot write {}", metrics_file.string()));
   }
 
-
-  TrainSummary summary;
   summary.parameters = model.parameter_count();
+  summary.skipped_steps = st.skipped_steps;
+  summary.best_val_accuracy = st.best_val_accuracy;
+  summary.best_step = st.best_step;
+  summary.final_train_loss = st.last_train_loss;
+  summary.final_val = st.last_val;
   const auto start = Clock::now();
   auto last_report = start;
-  double loss_since = 0;
-  std::size_t steps_since = 0;
-  std::size_t tokens_since = 0;
-  for (std::size_t step = 1; step <= o.steps; ++step) {
+  std::string first_anomaly;
+  std::size_t step = st.step;
+  while (step < o.steps) {
+    ++step;
     const Batch batch = data.sample(o.batch, Split::train, data_rng);
     optimizer->zero_grad();
-    Tensor<float> loss = model.loss(batch.tokens, &batch.target_mask);
-    loss.backward();
-    const double norm = o.clip > 0 ? clip_grad_norm(params, o.clip) : grad_norm(params);
+    double loss_value = NAN, norm = NAN;
+    try {
+      std::optional<DetectAnomaly> anomaly;
+      if (o.detect_anomaly) anomaly.emplace();
+      Tensor<float> loss = model.loss(batch.tokens, &batch.target_mask);
+      loss_value = loss.item();
+      if (std::isfinite(loss_value)) {
+        loss.backward();
+        norm = o.clip > 0 ? clip_grad_norm(params, o.clip) : grad_norm(params);
+      }
+    } catch (const AnomalyError& e) {
+      if (first_anomaly.empty()) first_anomaly = e.what();
+    }
+    clear_tape<float>();  // a skipped backward leaves the forward's history behind
     const double lr = schedule.lr_at(step);
     optimizer->set_lr(lr);
-    // A non-finite gradient must not reach the weights: skip the update.
-    if (std::isfinite(norm)) {
+    // A non-finite loss or gradient must not reach the weights: skip the update.
+    const bool good = std::isfinite(loss_value) && std::isfinite(norm);
+    if (good) {
       optimizer->step();
+      st.consecutive_bad = 0;
+      st.loss_since += loss_value;
+      ++st.steps_since;
     } else {
-      ++summary.skipped_steps;
+      ++st.skipped_steps;
+      ++st.consecutive_bad;
+      summary.skipped_steps = st.skipped_steps;
+      if (st.consecutive_bad >= o.max_bad_steps) {
+        throw TrainingDiverged(bad_step_message(step, st.consecutive_bad, loss_value, norm, summary.checkpoint,
+                                                first_anomaly, o.detect_anomaly));
+      }
     }
+    st.step = step;
+    st.tokens_since += o.batch * data.seq_len();
 
-    loss_since += loss.item();
-    ++steps_since;
-    tokens_since += o.batch * data.seq_len();
     Progress p{.step = step, .steps = o.steps, .lr = lr, .grad_norm = norm};
     const auto now = Clock::now();
-    p.elapsed_s = std::chrono::duration<double>(now - start).count();
+    p.elapsed_s = st.elapsed_s + std::chrono::duration<double>(now - start).count();
     const double window_s = std::chrono::duration<double>(now - last_report).count();
-    p.train_loss = loss_since / static_cast<double>(steps_since);
-    p.tokens_per_s = window_s > 0 ? static_cast<double>(tokens_since) / window_s : 0;
+    p.train_loss = st.steps_since > 0 ? st.loss_since / static_cast<double>(st.steps_since) : NAN;
+    p.tokens_per_s = window_s > 0 ? static_cast<double>(st.tokens_since) / window_s : 0;
     if (step % o.eval_every == 0 || step == o.steps) {
       p.evaluated = true;
-      p.val = evaluate(model, data, o.eval_batches, o.batch, stream_seed(o.seed, kValStream));
-      if (p.val.accuracy > summary.best_val_accuracy || summary.best_step == 0) {
-        summary.best_val_accuracy = p.val.accuracy;
-        summary.best_step = step;
+      p.val = evaluate(model, data, o.eval_batches, o.batch, validation_seed(o.seed));
+      if (p.val.accuracy > st.best_val_accuracy || st.best_step == 0) {
+        st.best_val_accuracy = p.val.accuracy;
+        st.best_step = step;
       }
       if (metrics.is_open()) {
         metrics << fmt::format("{},{:.6f},{:.6f},{:.6f},{:.6g},{:.6g},{:.1f}\n", step, p.train_loss, p.val.loss,
                                p.val.accuracy, lr, norm, p.tokens_per_s)
                 << std::flush;
       }
-      summary.final_train_loss = p.train_loss;
-      summary.final_val = p.val;
-      loss_since = 0;
-      steps_since = 0;
-      tokens_since = 0;
+      st.last_train_loss = p.train_loss;
+      st.last_val = p.val;
+      st.loss_since = 0;
+      st.steps_since = 0;
+      st.tokens_since = 0;
       last_report = Clock::now();
     }
-    if (on_progress) on_progress(p);
+    if (options.on_progress) options.on_progress(p);
+
+    const bool stop = (options.stop_requested && options.stop_requested()) ||
+                      (options.stop_after > 0 && step >= options.stop_after);
+    if (!out_dir.empty() &&
+        (step == o.steps || stop || (good && o.save_every > 0 && step % o.save_every == 0))) {
+      LoopState saved = st;
+      saved.data_rng = data_rng.state();
+      saved.elapsed_s = p.elapsed_s;
+      summary.checkpoint =
+          save_training_checkpoint(out_dir, config, model, *optimizer, saved, metadata, o.keep_checkpoints).string();
+    }
+    if (stop && step < o.steps) {
+      summary.stopped_early = true;
+      break;
+    }
   }
-  summary.steps = o.steps;
+  if (!out_dir.empty() && !summary.stopped_early) {
+    const fs::path model_file = fs::path(out_dir) / "model.safetensors";
+    save_checkpoint(model_file, model, config.model, metadata);
+    summary.model_file = model_file.string();
+  }
+  summary.steps = step;
+  summary.best_val_accuracy = st.best_val_accuracy;
+  summary.best_step = st.best_step;
+  summary.final_train_loss = st.last_train_loss;
+  summary.final_val = st.last_val;
   summary.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-  summary.tokens_per_s = static_cast<double>(o.steps * o.batch * data.seq_len()) / summary.wall_s;
+  summary.tokens_per_s =
+      static_cast<double>((step - summary.start_step) * o.batch * data.seq_len()) / std::max(summary.wall_s, 1e-9);
   return summary;
 }
 

@@ -5,8 +5,10 @@
 
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
+#include "autograd/random.hpp"
 #include "cli/train_config.hpp"
 #include "data/dataset.hpp"
 #include "nn/transformer.hpp"
@@ -18,6 +20,10 @@ struct EvalResult {
   double accuracy = 0;  // argmax == target, over counted targets
   std::size_t counted = 0;
 };
+
+// The seed of a run's validation batches (stream 2 of its seed): `headroom eval`
+// draws the same batches as the trainer did.
+constexpr std::uint64_t validation_seed(std::uint64_t seed) { return stream_seed(seed, 2); }
 
 // Loss and accuracy on `batches` validation batches drawn from a generator seeded
 // with `seed`: the same batches at every evaluation of a run. Runs under NoGrad in
@@ -38,15 +44,35 @@ struct Progress {
 };
 
 struct TrainSummary {
-  std::size_t steps = 0;
+  std::size_t steps = 0;        // the last step done
+  std::size_t start_step = 0;   // the checkpoint's step when resumed, else 0
   std::size_t parameters = 0;
-  std::size_t skipped_steps = 0;  // updates skipped for a non-finite gradient norm
+  std::size_t skipped_steps = 0;  // updates skipped for a non-finite loss or gradient norm
   double final_train_loss = 0;
   EvalResult final_val{};
   double best_val_accuracy = 0;
   std::size_t best_step = 0;
-  double wall_s = 0;
+  double wall_s = 0;      // this process's share
   double tokens_per_s = 0;
+  bool stopped_early = false;  // by stop_requested or stop_after, before config.optim.steps
+  std::string checkpoint;      // the newest checkpoint directory written, if any
+  std::string model_file;      // OUT/model.safetensors, when the run finished with an out_dir
+};
+
+// Raised when training cannot go on: max_bad_steps consecutive steps with a
+// non-finite loss or gradient norm. The message names the step, the last good
+// checkpoint and, under detect_anomaly, the op where the first NaN or Inf appeared.
+class TrainingDiverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainOptions {
+  std::string out_dir;  // config.json, metrics.csv, checkpoints/, model.safetensors; "" writes nothing
+  bool resume = false;  // continue from out_dir's newest checkpoint (out_dir/config.json must match)
+  std::size_t stop_after = 0;  // > 0: stop after this step with a checkpoint, as an interrupt does
+  std::function<void(const Progress&)> on_progress;  // after every step
+  std::function<bool()> stop_requested;             // polled after every step (Ctrl-C)
 };
 
 // The data source a config names: a text file when data.text is set, else a task.
@@ -56,10 +82,13 @@ std::unique_ptr<Dataset> make_dataset(const TrainConfig& config);
 // whole config. Throws std::invalid_argument with one line naming the problem.
 TrainConfig finalize(TrainConfig config, const Dataset& data);
 
-// Trains. With a non-empty out_dir, writes out_dir/config.json before the first step
-// and appends a row to out_dir/metrics.csv at every evaluation (flushed, so a crash
-// loses nothing written). on_progress is called after every step; report.evaluated
-// marks the steps with a validation.
+// Trains. With a non-empty out_dir, writes out_dir/config.json before the first step,
+// appends a row to out_dir/metrics.csv at every evaluation (flushed, so a crash
+// loses nothing written), saves a rolling checkpoint every save_every steps and on
+// an early stop (train_state.hpp), and ends with out_dir/model.safetensors.
+// Resuming rewrites metrics.csv without the rows after the checkpoint's step, so the
+// file reads as one run. Bad steps: see TrainingDiverged.
+TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOptions& options);
 TrainSummary train(const TrainConfig& config, const Dataset& data, const std::string& out_dir,
                    const std::function<void(const Progress&)>& on_progress);
 

@@ -3,6 +3,7 @@
 // text ourselves.
 #pragma once
 
+#include <cmath>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,27 @@ inline const CLI::Validator kWholeNumber(
     },
     "N");
 
+// Digits only, at least 1: a count that cannot be zero.
+inline const CLI::Validator kCount(
+    [](std::string& text) -> std::string {
+      const bool digits =
+          !text.empty() && text.size() <= 19 && text.find_first_not_of("0123456789") == std::string::npos;
+      return digits && text.find_first_not_of('0') != std::string::npos
+                 ? ""
+                 : "must be a whole number from 1 to 10^19 - 1, got " + text;
+    },
+    "N");
+
+// A size whose default is derived from other flags: 0 is not "the default", so say so.
+inline const CLI::Validator kPositiveWholeNumber(
+    [](std::string& text) -> std::string {
+      const bool digits =
+          !text.empty() && text.size() <= 19 && text.find_first_not_of("0123456789") == std::string::npos;
+      if (digits && text.find_first_not_of('0') != std::string::npos) return "";
+      return "must be a whole number >= 1 (leave the flag out for its default), got " + text;
+    },
+    "N");
+
 inline const CLI::Validator kPositive(
     [](std::string& text) -> std::string {
       double v = 0;
@@ -30,6 +52,16 @@ inline const CLI::Validator kNonNegative(
     [](std::string& text) -> std::string {
       double v = 0;
       if (!CLI::detail::lexical_cast(text, v) || !(v >= 0)) return "must be a number >= 0, got " + text;
+      return "";
+    },
+    "NON-NEGATIVE");
+
+inline const CLI::Validator kFiniteNonNegative(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(text, v) || !(v >= 0) || !std::isfinite(v)) {
+        return "must be a finite number >= 0, got " + text;
+      }
       return "";
     },
     "NON-NEGATIVE");

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "cli/trainer.hpp"
 #include "cli_runner.hpp"
@@ -174,6 +175,15 @@ TEST_CASE("headroom train: bad input gets one line naming the problem and exit s
       {"train --config " + d + "/unknown.json", "unknown key 'train.stepz'"},
       {"train --config " + d + "/wrongtype.json", "'d_model' must be a non-negative integer, got \"big\""},
       {"train --config " + d + "/broken.json", "not valid JSON"},
+      {"train --eval-every 0", "eval_every must be positive, got 0"},
+      {"train --keep-checkpoints 0", "keep_checkpoints must be positive, got 0"},
+      {"train --max-bad-steps 0", "max_bad_steps must be positive, got 0"},
+      {"train --save-every -1", "--save-every: must be a whole number from 0 to 10^19 - 1, got -1"},
+      {"train --stop-after soon", "--stop-after: must be a whole number from 0 to 10^19 - 1, got soon"},
+      {"train --dk 0", "--dk: must be a whole number >= 1 (leave the flag out for its default), got 0"},
+      {"train --heads 4 --kv-heads 8", "n_kv_heads=8"},
+      {"train --task copy --vocab 4", "copy: vocab 4 is too small"},
+      {"train --resume " + d + "/run --lr 0.1", "excludes --resume"},
   };
   for (const Bad& bad : cases) {
     const CliResult r = run_headroom(bad.args + " --out " + d + "/run");
@@ -184,5 +194,184 @@ TEST_CASE("headroom train: bad input gets one line naming the problem and exit s
     CHECK_FALSE(fs::exists(dir / "run"));  // nothing written for a run that never started
     fs::remove_all(dir / "run");
   }
+  fs::remove_all(dir);
+}
+
+// ---- checkpoints, resume, interrupts and bad steps ----------------------------
+
+namespace {
+
+// metrics.csv without its timing column (tokens/s differs between any two runs).
+std::string metrics_without_timing(const fs::path& dir) {
+  std::istringstream lines(read_file(dir / "metrics.csv"));
+  std::string line, out;
+  while (std::getline(lines, line)) out += line.substr(0, line.rfind(',')) + "\n";
+  return out;
+}
+
+hc::TrainConfig tiny_resumable() {
+  hc::TrainConfig c = tiny_copy();
+  c.optim.steps = 60;
+  c.optim.warmup = 10;
+  c.optim.eval_every = 10;
+  c.optim.save_every = 20;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a run stopped at step k and resumed is bit-identical to the uninterrupted run") {
+  const fs::path whole = fresh_dir("resume_whole"), parts = fresh_dir("resume_parts");
+  hc::TrainConfig c = tiny_resumable();
+  auto data = hc::make_dataset(c);
+  c = hc::finalize(c, *data);
+  for (const char* optimizer : {"adamw", "sgd"}) {
+    CAPTURE(optimizer);
+    c.optim.optimizer = optimizer;
+    fs::remove_all(whole);
+    fs::remove_all(parts);
+    hc::TrainOptions once;
+    once.out_dir = whole.string();
+    const hc::TrainSummary a = hc::train(c, *data, once);
+    CHECK(a.steps == 60);
+    CHECK_FALSE(a.stopped_early);
+
+    // Stopped at 35 (between evaluations and saves) and at 47, then to the end.
+    hc::TrainOptions chunk;
+    chunk.out_dir = parts.string();
+    chunk.stop_after = 35;
+    const hc::TrainSummary b1 = hc::train(c, *data, chunk);
+    CHECK(b1.stopped_early);
+    CHECK(b1.steps == 35);
+    CHECK_FALSE(fs::exists(parts / "model.safetensors"));  // only a finished run writes it
+    chunk.resume = true;
+    chunk.stop_after = 47;
+    const hc::TrainSummary b2 = hc::train(c, *data, chunk);
+    CHECK(b2.start_step == 35);
+    CHECK(b2.steps == 47);
+    chunk.stop_after = 0;
+    const hc::TrainSummary b3 = hc::train(c, *data, chunk);
+    CHECK(b3.start_step == 47);
+    CHECK(b3.steps == 60);
+
+    CHECK(metrics_without_timing(parts) == metrics_without_timing(whole));
+    CHECK(read_file(parts / "model.safetensors") == read_file(whole / "model.safetensors"));
+    CHECK(b3.final_val.loss == a.final_val.loss);
+    CHECK(b3.best_step == a.best_step);
+    // Rolling checkpoints: the newest keep_checkpoints (2) remain.
+    CHECK(fs::exists(parts / "checkpoints" / "step-00000060"));
+    CHECK(fs::exists(parts / "checkpoints" / "step-00000047"));
+    CHECK_FALSE(fs::exists(parts / "checkpoints" / "step-00000040"));
+  }
+  fs::remove_all(whole);
+  fs::remove_all(parts);
+}
+
+TEST_CASE("resume refuses a finished run, a checkpoint of another model and a corrupt state file") {
+  const fs::path dir = fresh_dir("resume_bad");
+  hc::TrainConfig c = tiny_resumable();
+  auto data = hc::make_dataset(c);
+  c = hc::finalize(c, *data);
+  hc::TrainOptions o;
+  o.out_dir = dir.string();
+  o.stop_after = 20;
+  hc::train(c, *data, o);
+  o.resume = true;
+  o.stop_after = 0;
+
+  SUBCASE("a different model") {
+    hc::TrainConfig other = c;
+    other.model.d_model = 16;
+    other.model = other.model.resolved();
+    CHECK_THROWS_WITH_AS(hc::train(other, *data, o), doctest::Contains("differs from the run's"),
+                         std::invalid_argument);
+  }
+  SUBCASE("a corrupt training state") {
+    std::ofstream(dir / "checkpoints" / "step-00000020" / "train_state.safetensors") << "garbage";
+    CHECK_THROWS_WITH_AS(hc::train(c, *data, o), doctest::Contains("train_state.safetensors"), std::invalid_argument);
+  }
+  SUBCASE("a finished run") {
+    hc::train(c, *data, o);
+    CHECK_THROWS_WITH_AS(hc::train(c, *data, o), doctest::Contains("already at step 60 of steps 60"),
+                         std::invalid_argument);
+  }
+  SUBCASE("nothing to resume from") {
+    fs::remove_all(dir / "checkpoints");
+    CHECK_THROWS_WITH_AS(hc::train(c, *data, o), doctest::Contains("has no checkpoint to resume from"),
+                         std::invalid_argument);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("Ctrl-C saves a checkpoint, and --resume continues from it") {
+  const fs::path dir = fresh_dir("sigint");
+  // timeout sends SIGINT after 3 s to a run that would take hours.
+  const CliResult r = run_program("timeout -s INT 3", std::string(HEADROOM_BIN) +
+                                                          " train --steps 10000000 --warmup 10 --eval-every 1000000 "
+                                                          "--save-every 0 --out " + dir.string());
+  INFO(r.output);
+  const std::size_t at = r.output.find("interrupted at step ");
+  REQUIRE(at != std::string::npos);
+  const std::size_t step = std::stoull(r.output.substr(at + std::string("interrupted at step ").size()));
+  CHECK(step >= 1);
+  CHECK(r.output.find("continue with: headroom train --resume " + dir.string()) != std::string::npos);
+  const fs::path ckpt = dir / "checkpoints" / fmt::format("step-{:08}", step);
+  CHECK(fs::exists(ckpt / "model.safetensors"));
+  CHECK(fs::exists(ckpt / "train_state.safetensors"));
+
+  const CliResult resumed = run_headroom("train --resume " + dir.string() + " --steps " + std::to_string(step + 3));
+  INFO(resumed.output);
+  CHECK(resumed.status == 0);
+  CHECK(resumed.output.find("done: 3 steps") != std::string::npos);
+  CHECK(fs::exists(dir / "model.safetensors"));
+
+  const CliResult changed = run_headroom("train --resume " + dir.string() + " --lr 0.1");
+  CHECK(changed.status == 2);
+  CHECK(changed.output.find("--resume excludes --lr") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("non-finite steps never reach the weights, and too many in a row stop the run") {
+  const fs::path dir = fresh_dir("diverge");
+  // SGD at lr 1e30: step 1 is finite and throws the weights to ~1e28; from step 2 on
+  // the forward pass overflows and every step is skipped.
+  const std::string args = "train --d-model 16 --heads 2 --vocab 8 --seq-len 8 --optimizer sgd --lr 1e30 --clip 0 "
+                           "--warmup 0 --schedule constant --max-bad-steps 3 --save-every 1 --out " + dir.string();
+  SUBCASE("the message names the step and the last good checkpoint") {
+    const CliResult r = run_headroom(args);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("training stopped at step 4: 3 consecutive steps with a non-finite loss") !=
+          std::string::npos);
+    CHECK(r.output.find("last good checkpoint: " + (dir / "checkpoints" / "step-00000001").string()) !=
+          std::string::npos);
+    CHECK(r.output.find("rerun with --detect-anomaly") != std::string::npos);
+    // Bad steps save no periodic checkpoint: step 1's is the newest.
+    CHECK(fs::exists(dir / "checkpoints" / "step-00000001"));
+    CHECK_FALSE(fs::exists(dir / "checkpoints" / "step-00000002"));
+  }
+  SUBCASE("--detect-anomaly names the op that made the first NaN") {
+    const CliResult r = run_headroom(args + " --detect-anomaly");
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("first NaN/Inf: anomaly: forward of '") != std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("recall's own defaults apply below --config and the flags") {
+  const fs::path dir = fresh_dir("recall_defaults");
+  const CliResult r = run_headroom("train --task recall --steps 2 --seq-len 8 -q --out " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("recall (vocab 32, seq_len 8)") != std::string::npos);  // the flag beats the preset
+  const std::string written = read_file(dir / "config.json");
+  for (const char* key : {"\"vocab\": 32", "\"batch\": 64", "\"lr\": 0.001", "\"schedule\": \"constant\"",
+                          "\"weight_decay\": 0.1", "\"steps\": 2"}) {
+    CHECK_MESSAGE(written.find(key) != std::string::npos, "config.json lacks " << key);
+  }
+  // Other tasks keep the global defaults.
+  CHECK(hc::task_defaults("copy").optim.lr == hc::TrainConfig{}.optim.lr);
+  CHECK(hc::task_defaults("recall").data.seq_len == 6);
   fs::remove_all(dir);
 }

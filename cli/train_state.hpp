@@ -1,0 +1,69 @@
+// Rolling checkpoints of a training run, for exact resume.
+//
+// A checkpoint is a directory OUT/checkpoints/step-00000500/ holding
+//   model.safetensors        the model (nn/checkpoint.hpp), loadable on its own
+//   train_state.safetensors  the optimizer's per-parameter state as tensors
+//                            ("exp_avg/<param>", "exp_avg_sq/<param>" or
+//                            "momentum_buffer/<param>") and, in __metadata__ "state",
+//                            a JSON object with the step, the optimizer's step counts,
+//                            the data generator's state and the loop's running sums
+// The directory is written under a temporary name and renamed into place, so a
+// checkpoint directory is complete or absent: a crash while saving leaves the
+// previous checkpoint as the newest. Resuming from step k replays exactly what the
+// uninterrupted run would have done after step k (same binary, same thread count).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "autograd/random.hpp"
+#include "cli/train_config.hpp"
+#include "cli/trainer.hpp"
+#include "nn/transformer.hpp"
+#include "optim/optimizer.hpp"
+
+namespace headroom::cli {
+
+// Everything of the training loop besides the model and the optimizer.
+struct LoopState {
+  std::size_t step = 0;             // steps done
+  std::size_t skipped_steps = 0;    // updates skipped for a non-finite loss or gradient norm
+  std::size_t consecutive_bad = 0;  // the current run of such steps
+  double best_val_accuracy = 0;
+  std::size_t best_step = 0;
+  double last_train_loss = 0;  // at the latest evaluation
+  EvalResult last_val{};
+  double loss_since = 0;        // sums since the latest evaluation
+  std::size_t steps_since = 0;
+  std::size_t tokens_since = 0;
+  double elapsed_s = 0;  // wall time spent before this process
+  Rng::State data_rng{};
+};
+
+// OUT/checkpoints/step-<8 digits>.
+std::filesystem::path checkpoint_dir(const std::filesystem::path& out_dir, std::size_t step);
+
+// The newest complete checkpoint under OUT/checkpoints, if any.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& out_dir);
+
+// Saves a checkpoint for state.step (replacing one of the same step), then removes
+// all but the newest `keep` checkpoints. Returns its directory. I/O errors are
+// CheckpointErrors naming the path; the previous checkpoints stay intact.
+std::filesystem::path save_training_checkpoint(const std::filesystem::path& out_dir, const TrainConfig& config,
+                                               const TransformerLM<float>& model, const Optimizer<float>& optimizer,
+                                               const LoopState& state,
+                                               const std::map<std::string, std::string>& model_metadata,
+                                               std::size_t keep);
+
+// Restores model, optimizer and loop state from a checkpoint directory made for the
+// same config. Strict: a model config that differs from config.model, a different
+// optimizer, a missing or misshapen state tensor, or a malformed state is a
+// CheckpointError naming the file and the problem; on error nothing useful is left
+// in model and optimizer, so the caller must not go on training them.
+LoopState load_training_checkpoint(const std::filesystem::path& dir, const TrainConfig& config,
+                                   TransformerLM<float>& model, Optimizer<float>& optimizer);
+
+}  // namespace headroom::cli
