@@ -14,5 +14,6 @@ Run add_gradcheck_command(CLI::App& app);
 Run add_train_command(CLI::App& app);
 Run add_sample_command(CLI::App& app);
 Run add_eval_command(CLI::App& app);
+Run add_ablate_command(CLI::App& app);
 
 }  // namespace headroom::cli

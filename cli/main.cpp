@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
       {"gradcheck", headroom::cli::add_gradcheck_command(app)},
       {"sample", headroom::cli::add_sample_command(app)},
       {"eval", headroom::cli::add_eval_command(app)},
+      {"ablate", headroom::cli::add_ablate_command(app)},
   };
 
   // A mistyped command would otherwise read as "a subcommand is required".

@@ -17,7 +17,8 @@ the checkpoint, so load_state_dict(strict=True) takes the tensors without renami
     post-norm: x = ln1(x + attn(x));  x = ln2(x + ffn(x))
     ln_f, then head (or tok_emb.weight when tied)
     attn: head-major q/k/v/out projections; query head j reads kv head j // g,
-          g = n_heads / n_kv_heads; scores (q . k) * attn_scale; causal mask
+          g = n_heads / n_kv_heads; scores (q . k) * attn_scale; causal mask;
+          heads concatenated before out_proj (or added, head_combine = "sum")
     ffn:  fc2(act(fc1(x))), act = exact GELU, tanh GELU or ReLU
 
 Each --tokens argument is one row of comma-separated token ids (all rows the same
@@ -85,10 +86,16 @@ class Attention(nn.Module):
         C, H, G = cfg["d_model"], cfg["n_heads"], cfg["n_kv_heads"]
         self.H, self.G, self.d_k, self.d_v = H, G, cfg["d_k"], cfg["d_v"]
         self.scale, self.causal = cfg["attn_scale"], cfg["causal"]
+        # "concat" (the standard) feeds out_proj the heads side by side; "sum" adds
+        # them, so out_proj reads d_v features. Older files have no such key.
+        self.combine = cfg.get("head_combine", "concat")
+        if self.combine not in ("concat", "sum"):
+            raise ValueError(f"unknown head_combine {self.combine!r}")
+        out_in = H * self.d_v if self.combine == "concat" else self.d_v
         self.q_proj = nn.Linear(C, H * self.d_k, bias=cfg["bias"])  # head-major rows
         self.k_proj = nn.Linear(C, G * self.d_k, bias=cfg["bias"])
         self.v_proj = nn.Linear(C, G * self.d_v, bias=cfg["bias"])
-        self.out_proj = nn.Linear(H * self.d_v, C, bias=cfg["bias"])
+        self.out_proj = nn.Linear(out_in, C, bias=cfg["bias"])
 
     def forward(self, x):  # (B, T, C)
         B, T, _ = x.shape
@@ -104,7 +111,9 @@ class Attention(nn.Module):
             later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
             scores = scores.masked_fill(later, float("-inf"))
         ctx = torch.softmax(scores, dim=-1) @ v  # (B, H, T, d_v)
-        return self.out_proj(ctx.transpose(1, 2).reshape(B, T, self.H * self.d_v))
+        if self.combine == "sum":
+            return self.out_proj(ctx.sum(dim=1))  # (B, T, d_v)
+        return self.out_proj(ctx.transpose(1, 2).reshape(B, T, self.H * self.d_v))  # (B, T, H d_v)
 
 
 class FeedForward(nn.Module):
@@ -147,6 +156,7 @@ class Block(nn.Module):
 class TransformerLM(nn.Module):
     def __init__(self, cfg):
         super().__init__()
+        self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg["vocab"], cfg["d_model"])
         if cfg["pos"] == "learned":
             self.pos_emb = nn.Embedding(cfg["max_len"], cfg["d_model"])
@@ -216,8 +226,13 @@ def main():
     for i, path in enumerate(args.checkpoints):
         try:
             model = load(path)
-        except (OSError, ValueError, KeyError, RuntimeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
             print(f"{path}: cannot load: {e}", file=sys.stderr)
+            return 2
+        vocab, max_len = model.cfg["vocab"], model.cfg["max_len"]
+        if tokens.min() < 0 or tokens.max() >= vocab or tokens.shape[1] - 1 > max_len:
+            print(f"{path}: token ids must be in [0, {vocab}) and rows at most max_len + 1 = {max_len + 1} long",
+                  file=sys.stderr)
             return 2
         with torch.no_grad():
             loss = model.loss(tokens).item()

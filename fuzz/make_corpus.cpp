@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     hr::write_safetensors(dir / "no_metadata.safetensors", bare);
 
     hr::SafetensorsFile odd;
-    odd.metadata["k"] = "v";
+    odd.metadata = {{"k", "v"}};
     odd.tensors.push_back(hr::to_record<double>("scalar", xt::xarray<double>(1.5)));
     odd.tensors.push_back(hr::to_record<float>("empty", xt::zeros<float>({0, 3})));
     odd.tensors.push_back(hr::to_record<float>("a.weight", xt::xarray<float>{{1, 2}, {3, 4}}));

@@ -8,6 +8,14 @@
 
 namespace headroom {
 
+HeadCombine parse_head_combine(const std::string& name) {
+  if (name == "concat") return HeadCombine::concat;
+  if (name == "sum") return HeadCombine::sum;
+  throw std::invalid_argument(fmt::format("head_combine must be 'concat' or 'sum', got '{}'", name));
+}
+
+std::string to_string(HeadCombine combine) { return combine == HeadCombine::concat ? "concat" : "sum"; }
+
 AttentionOptions AttentionOptions::resolved() const {
   AttentionOptions r = *this;
   if (d_model == 0) throw std::invalid_argument("MultiHeadAttention: d_model must be positive, got 0");
@@ -34,6 +42,21 @@ AttentionOptions AttentionOptions::resolved() const {
     throw std::invalid_argument(fmt::format("MultiHeadAttention: dropout must be in [0, 1), got {}", dropout));
   }
   return r;
+}
+
+std::size_t attention_parameter_count(const AttentionOptions& options) {
+  const AttentionOptions o = options.resolved();
+  const std::size_t C = o.d_model, b = o.bias ? 1 : 0;
+  const std::size_t out_in = o.head_combine == HeadCombine::concat ? o.n_heads * o.d_v : o.d_v;
+  return (C + b) * o.n_heads * o.d_k      // q_proj
+         + (C + b) * o.n_kv_heads * o.d_k  // k_proj
+         + (C + b) * o.n_kv_heads * o.d_v  // v_proj
+         + C * out_in + b * C;             // out_proj
+}
+
+std::size_t kv_cache_floats_per_token(const AttentionOptions& options) {
+  const AttentionOptions o = options.resolved();
+  return o.n_kv_heads * (o.d_k + o.d_v);
 }
 
 template <typename T>
@@ -74,7 +97,9 @@ MultiHeadAttention<T>::MultiHeadAttention(const AttentionOptions& options, Rng& 
       v_proj_({.in_features = options_.d_model, .out_features = options_.n_kv_heads * options_.d_v,
                .bias = options_.bias, .init_std = options_.init_std},
               rng),
-      out_proj_({.in_features = options_.n_heads * options_.d_v, .out_features = options_.d_model,
+      out_proj_({.in_features = options_.head_combine == HeadCombine::concat ? options_.n_heads * options_.d_v
+                                                                             : options_.d_v,
+                 .out_features = options_.d_model,
                  .bias = options_.bias, .init_std = options_.out_init_std},
                 rng),
       dropout_rng_(options_.dropout_seed) {
@@ -117,7 +142,10 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
   if (options_.dropout > 0.0) attn = dropout(attn, options_.dropout, dropout_rng_, this->is_training());
 
   Tensor<T> ctx = reshape(matmul(attn, v), {B, H, T_, dv});  // (B, H, T, dv)
-  AttentionOutput<T> result{out_proj_.forward(merge_heads(ctx)), Tensor<T>()};  // (B, T, C)
+  Tensor<T> combined = options_.head_combine == HeadCombine::concat
+                           ? merge_heads(ctx)   // (B, T, H dv)
+                           : sum(ctx, {1});     // (B, T, dv)
+  AttentionOutput<T> result{out_proj_.forward(combined), Tensor<T>()};  // (B, T, C)
   if (need_weights) result.weights = reshape(attn, {B, H, T_, T_});
   return result;
 }

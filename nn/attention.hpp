@@ -7,6 +7,10 @@
 //   (Vaswani et al., 2017, eq. 1: for unit-variance q and k, q . k has variance d_k;
 //   the scale keeps the softmax out of its saturated, small-gradient regime).
 //   MultiHead(x) = concat(head_1, ..., head_H) W_O                        (eq. 2)
+// head_combine = sum replaces eq. 2 by (head_1 + ... + head_H) W_O with W_O of
+// d_v rows instead of H d_v: the mistake tutorials warn about, kept so that its cost
+// can be measured. It equals concat with one W_O block shared by every head, so the
+// heads can no longer write to different directions of the residual stream.
 //
 // Conventions (DESIGN.md): projection rows are head-major (rows [j d_k, (j+1) d_k)
 // of q_proj.weight are query head j); with grouped-query attention (Ainslie et al.,
@@ -17,11 +21,19 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "autograd/ops.hpp"
 #include "nn/linear.hpp"
 
 namespace headroom {
+
+// How the per-head outputs (each of width d_v) meet out_proj: concatenated (H d_v
+// wide, the standard) or added element-wise (d_v wide).
+enum class HeadCombine { concat, sum };
+
+HeadCombine parse_head_combine(const std::string& name);  // "concat" | "sum"
+std::string to_string(HeadCombine combine);
 
 struct AttentionOptions {
   std::size_t d_model = 0;
@@ -29,6 +41,7 @@ struct AttentionOptions {
   std::size_t d_k = 0;         // per-head query/key width; 0 means d_model / n_heads
   std::size_t d_v = 0;         // per-head value width; 0 means d_k
   std::size_t n_kv_heads = 0;  // 0 means n_heads (full MHA); 1 is MQA
+  HeadCombine head_combine = HeadCombine::concat;  // sum: out_proj is (C, d_v)
   bool causal = true;
   bool bias = true;
   std::optional<double> attn_scale = std::nullopt;  // default 1/sqrt(d_k)
@@ -41,6 +54,14 @@ struct AttentionOptions {
   // the numbers for an invalid combination.
   AttentionOptions resolved() const;
 };
+
+// The layer's parameter count in closed form (bias included when options.bias):
+// q_proj (C + b) H d_k, k_proj (C + b) G d_k, v_proj (C + b) G d_v, and out_proj
+// C W + b C with W = H d_v under concat, d_v under sum (b = 1 with bias, else 0).
+// Resolves the options first, so it throws as the constructor would.
+std::size_t attention_parameter_count(const AttentionOptions& options);
+// Floats a key/value cache holds per token and per layer: G (d_k + d_v).
+std::size_t kv_cache_floats_per_token(const AttentionOptions& options);
 
 template <typename T>
 struct AttentionOutput {
@@ -75,7 +96,7 @@ class MultiHeadAttention : public Module<T> {
   Linear<T> q_proj_;    // (H d_k, C)
   Linear<T> k_proj_;    // (G d_k, C)
   Linear<T> v_proj_;    // (G d_v, C)
-  Linear<T> out_proj_;  // (C, H d_v)
+  Linear<T> out_proj_;  // (C, H d_v) under concat, (C, d_v) under sum
   Rng dropout_rng_;
 };
 

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "nn/config_json.hpp"
+
 namespace headroom {
 
 namespace {
@@ -31,7 +33,8 @@ std::uint64_t add_sat(std::uint64_t a, std::uint64_t b) {
 std::uint64_t parameter_values(const ModelConfig& c) {
   const std::uint64_t C = c.d_model, b = c.bias ? 1 : 0;
   const std::uint64_t q = mul_sat(c.n_heads, c.d_k), k = mul_sat(c.n_kv_heads, c.d_k);
-  const std::uint64_t v = mul_sat(c.n_kv_heads, c.d_v), o = mul_sat(c.n_heads, c.d_v);
+  const std::uint64_t v = mul_sat(c.n_kv_heads, c.d_v);
+  const std::uint64_t o = c.head_combine == HeadCombine::concat ? mul_sat(c.n_heads, c.d_v) : c.d_v;  // out_proj in
   std::uint64_t block = mul_sat(4, C);  // ln1, ln2
   block = add_sat(block, mul_sat(add_sat(C, b), q));
   block = add_sat(block, mul_sat(add_sat(C, b), k));
@@ -52,11 +55,17 @@ std::uint64_t parameter_values(const ModelConfig& c) {
 template <typename T>
 SafetensorsFile checkpoint_of(const TransformerLM<T>& model, const ModelConfig& config, DType dtype,
                               const std::map<std::string, std::string>& extra_metadata) {
-  const std::string config_json = model_config_to_json(config);
-  if (config_json != model_config_to_json(model.config())) {
-    throw CheckpointError(fmt::format("checkpoint: the config given does not describe the model: {} vs the model's {}",
-                                      config_json, model_config_to_json(model.config())));
+  // The file's config must be the one the tensors were made by; name the first key
+  // that differs.
+  const nlohmann::json given = to_json(config), own = to_json(model.config());
+  for (const auto& [key, value] : given.items()) {
+    if (own.at(key) != value) {
+      throw CheckpointError(fmt::format("checkpoint: the config given does not describe the model: {} is {} but the "
+                                        "model has {}",
+                                        key, value.dump(), own.at(key).dump()));
+    }
   }
+  const std::string config_json = model_config_to_json(config);
   SafetensorsFile file;
   file.metadata = extra_metadata;
   if (!file.metadata.emplace(kConfigKey, config_json).second) {

@@ -47,6 +47,7 @@ ModelConfig ModelConfig::resolved() const {
                                               .d_k = d_k,
                                               .d_v = d_v,
                                               .n_kv_heads = n_kv_heads,
+                                              .head_combine = head_combine,
                                               .causal = causal,
                                               .bias = bias,
                                               .attn_scale = attn_scale}
@@ -71,6 +72,7 @@ nlohmann::json to_json(const ModelConfig& config) {
                         {"n_kv_heads", c.n_kv_heads},
                         {"d_k", c.d_k},
                         {"d_v", c.d_v},
+                        {"head_combine", to_string(c.head_combine)},
                         {"d_ff", c.d_ff},
                         {"max_len", c.max_len},
                         {"norm", to_string(c.norm)},
@@ -129,6 +131,14 @@ auto with_context(const std::string& source, const std::string& key, F parse) {
   }
 }
 
+// A string key naming an enum value: a wrong type is read_string's error, an unknown
+// name is parse's error under the source and key (each prefixed once).
+template <typename F>
+auto read_choice(const nlohmann::json& v, const std::string& key, const std::string& source, F parse) {
+  const std::string name = read_string(v, key, source);
+  return with_context(source, key, [&] { return parse(name); });
+}
+
 }  // namespace
 
 void update_from_json(ModelConfig& c, const nlohmann::json& object, const std::string& source) {
@@ -136,7 +146,11 @@ void update_from_json(ModelConfig& c, const nlohmann::json& object, const std::s
     throw std::invalid_argument(fmt::format("{}: the model config must be a JSON object, got {}", source,
                                             type_name(object)));
   }
-  for (const auto& [key, v] : object.items()) {
+  for (const auto& item : object.items()) {
+    // Named references, not structured bindings: lambdas below capture them, which
+    // clang before 16 rejects for bindings (the fuzz build uses clang 14).
+    const std::string& key = item.key();
+    const nlohmann::json& v = item.value();
     if (key == "vocab") c.vocab = read_size(v, key, source);
     else if (key == "d_model") c.d_model = read_size(v, key, source);
     else if (key == "n_layers") c.n_layers = read_size(v, key, source);
@@ -144,11 +158,12 @@ void update_from_json(ModelConfig& c, const nlohmann::json& object, const std::s
     else if (key == "n_kv_heads") c.n_kv_heads = read_size(v, key, source);
     else if (key == "d_k") c.d_k = read_size(v, key, source);
     else if (key == "d_v") c.d_v = read_size(v, key, source);
+    else if (key == "head_combine") c.head_combine = read_choice(v, key, source, parse_head_combine);
     else if (key == "d_ff") c.d_ff = read_size(v, key, source);
     else if (key == "max_len") c.max_len = read_size(v, key, source);
-    else if (key == "norm") c.norm = with_context(source, key, [&] { return parse_norm(read_string(v, key, source)); });
-    else if (key == "activation") c.activation = with_context(source, key, [&] { return parse_activation(read_string(v, key, source)); });
-    else if (key == "pos") c.pos = with_context(source, key, [&] { return parse_pos(read_string(v, key, source)); });
+    else if (key == "norm") c.norm = read_choice(v, key, source, parse_norm);
+    else if (key == "activation") c.activation = read_choice(v, key, source, parse_activation);
+    else if (key == "pos") c.pos = read_choice(v, key, source, parse_pos);
     else if (key == "causal") c.causal = read_bool(v, key, source);
     else if (key == "attn_scale") c.attn_scale = v.is_null() ? std::nullopt : std::optional<double>(read_number(v, key, source));
     else if (key == "ln_eps") c.ln_eps = read_number(v, key, source);
@@ -157,7 +172,8 @@ void update_from_json(ModelConfig& c, const nlohmann::json& object, const std::s
     else {
       throw std::invalid_argument(fmt::format(
           "{}: unknown model config key '{}' (keys: vocab, d_model, n_layers, n_heads, n_kv_heads, d_k, "
-          "d_v, d_ff, max_len, norm, activation, pos, causal, attn_scale, ln_eps, bias, tie_embeddings)",
+          "d_v, head_combine, d_ff, max_len, norm, activation, pos, causal, attn_scale, ln_eps, bias, "
+          "tie_embeddings)",
           source, key));
     }
   }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "nn/attention.hpp"
 #include "nn/feed_forward.hpp"
 
 namespace headroom {
@@ -26,6 +27,7 @@ struct ModelConfig {
   std::size_t n_kv_heads = 0;  // 0 means n_heads
   std::size_t d_k = 0;         // 0 means d_model / n_heads
   std::size_t d_v = 0;         // 0 means d_k
+  HeadCombine head_combine = HeadCombine::concat;  // sum: heads added, out_proj (d_model, d_v)
   std::size_t d_ff = 0;        // 0 means 4 * d_model
   std::size_t max_len = 128;
   NormPlacement norm = NormPlacement::pre;

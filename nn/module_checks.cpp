@@ -78,6 +78,11 @@ std::vector<ModuleCase> build_cases() {
       {"GQA, 4 query heads over 2", {.d_model = 8, .n_heads = 4, .n_kv_heads = 2}},
       {"MQA", {.d_model = 8, .n_heads = 4, .n_kv_heads = 1}},
       {"not causal, no bias", {.d_model = 6, .n_heads = 3, .causal = false, .bias = false}},
+      {"heads summed", {.d_model = 8, .n_heads = 4, .head_combine = HeadCombine::sum}},
+      {"heads summed, GQA, d_v != d_k",
+       {.d_model = 8, .n_heads = 4, .d_k = 3, .d_v = 2, .n_kv_heads = 2, .head_combine = HeadCombine::sum}},
+      {"heads summed, MQA, no bias",
+       {.d_model = 6, .n_heads = 3, .n_kv_heads = 1, .head_combine = HeadCombine::sum, .bias = false}},
   };
   for (const Attn& a : attns) {
     c.push_back({"MultiHeadAttention", a.what, [a](Rng& r, const GradcheckOptions& o) {
@@ -85,8 +90,9 @@ std::vector<ModuleCase> build_cases() {
                    redraw(m, r);
                    D x = input({2, 4, a.options.d_model}, r);
                    const auto& ro = m.options();
-                   return std::pair{fmt::format("x (2, 4, {}), H {}, G {}, d_k {}, d_v {}", ro.d_model, ro.n_heads,
-                                                ro.n_kv_heads, ro.d_k, ro.d_v),
+                   return std::pair{fmt::format("x (2, 4, {}), H {}, G {}, d_k {}, d_v {}{}", ro.d_model, ro.n_heads,
+                                                ro.n_kv_heads, ro.d_k, ro.d_v,
+                                                ro.head_combine == HeadCombine::sum ? ", sum" : ""),
                                     check(m, x, [&] { return m.forward(x).out; }, o)};
                  }});
   }
@@ -120,6 +126,9 @@ std::vector<ModuleCase> build_cases() {
       {"loss, post-norm, sinusoidal, GQA, tied",
        {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 4, .n_kv_heads = 2, .max_len = 6,
         .norm = NormPlacement::post, .pos = PositionEncoding::sinusoidal, .tie_embeddings = true}},
+      {"loss, heads summed, GQA",
+       {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_combine = HeadCombine::sum,
+        .max_len = 6}},
   };
   for (const Lm& lm : lms) {
     c.push_back({"TransformerLM", lm.what, [lm](Rng& r, const GradcheckOptions& o) {

@@ -34,6 +34,8 @@ namespace headroom {
 
 // The data bytes are copied as they are; only a little-endian host reads them right.
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+// Shape extents are size_t and we check them in uint64 arithmetic.
+static_assert(sizeof(std::size_t) == sizeof(std::uint64_t), "safetensors I/O assumes a 64-bit size_t");
 
 using json = nlohmann::json;
 
@@ -195,9 +197,6 @@ Entry parse_entry(const std::string& name, const json& v, std::uint64_t data_siz
     if (!extent) {
       throw CheckpointError(fmt::format("{}: shape entry {} is {}, not a non-negative integer", where, i,
                                         preview(shape[i])));
-    }
-    if (*extent > std::numeric_limits<std::size_t>::max()) {
-      throw CheckpointError(fmt::format("{}: shape entry {} is {}, too large", where, i, *extent));
     }
     e.shape.push_back(static_cast<std::size_t>(*extent));
     if (__builtin_mul_overflow(elements, *extent, &elements)) {
@@ -375,26 +374,21 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   const std::string source = path.string();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw CheckpointError(fmt::format("{}: cannot open: {}", source, os_reason(errno)));
-  std::vector<std::byte> bytes;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const int err = errno;
+  auto refuse = [&](const std::string& reason) {
     ::close(fd);
-    throw CheckpointError(fmt::format("{}: cannot read: {}", source,
-                                      S_ISDIR(st.st_mode) ? "it is a directory"
-                                      : err != 0          ? os_reason(err)
-                                                          : "not a regular file"));
-  }
+    return CheckpointError(fmt::format("{}: cannot read: {}", source, reason));
+  };
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw refuse(os_reason(errno));
+  if (S_ISDIR(st.st_mode)) throw refuse("it is a directory");
+  if (!S_ISREG(st.st_mode)) throw refuse("not a regular file");
+  std::vector<std::byte> bytes;
   bytes.reserve(static_cast<std::size_t>(st.st_size));
   std::byte chunk[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw CheckpointError(fmt::format("{}: cannot read: {}", source, os_reason(err)));
-    }
+    if (n < 0) throw refuse(os_reason(errno));
     if (n == 0) break;
     bytes.insert(bytes.end(), chunk, chunk + n);
   }
@@ -412,46 +406,62 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const st
   static std::atomic<unsigned> counter{0};
   const std::string target = path.string();
   const std::string tmp = fmt::format("{}.tmp.{}.{}", target, ::getpid(), counter++);
-  auto fail = [&](const std::string& what, int err) {
+  // Each failure reads errno first, before anything else can change it.
+  auto fail = [&](int err, const std::string& what) {
     return CheckpointError(fmt::format("cannot write '{}': {}: {}", target, what, os_reason(err)));
   };
 
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) throw fail(fmt::format("creating '{}'", tmp), errno);
+  if (fd < 0) {
+    const int err = errno;
+    throw fail(err, fmt::format("creating '{}'", tmp));
+  }
   // From here on every failure removes the temporary file; the target is untouched
   // until rename() replaces it in one step.
-  auto abandon = [&](const std::string& what, int err, bool close_fd) {
+  auto abandon = [&](int err, const char* step, bool close_fd) {
     if (close_fd) ::close(fd);
     ::unlink(tmp.c_str());
-    return fail(what, err);
+    return fail(err, fmt::format("{} '{}'", step, tmp));
   };
   const std::byte* p = bytes.data();
   std::size_t left = bytes.size();
   while (left > 0) {
     const ssize_t n = ::write(fd, p, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw abandon(fmt::format("writing '{}'", tmp), errno, true);
-    if (n == 0) throw abandon(fmt::format("writing '{}'", tmp), ENOSPC, true);  // no progress: treat as a full disk
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;  // no progress at all: treat it as a full disk
+      throw abandon(err, "writing", true);
+    }
     p += n;
     left -= static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0) throw abandon(fmt::format("fsync of '{}'", tmp), errno, true);
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    throw abandon(err, "fsync of", true);
+  }
   // close() can report a deferred write error (NFS); the fd is released either way.
-  if (::close(fd) != 0) throw abandon(fmt::format("closing '{}'", tmp), errno, false);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    throw abandon(err, "closing", false);
+  }
   if (::rename(tmp.c_str(), target.c_str()) != 0) {
-    throw abandon(fmt::format("renaming '{}' over it", tmp), errno, false);
+    const int err = errno;
+    throw abandon(err, "renaming", false);
   }
 
   // The rename is durable once the directory entry is on disk.
   std::filesystem::path dir = path.parent_path();
   if (dir.empty()) dir = ".";
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) throw fail(fmt::format("opening its directory '{}' to fsync it", dir.string()), errno);
+  if (dfd < 0) {
+    const int err = errno;
+    throw fail(err, fmt::format("opening its directory '{}' to fsync it", dir.string()));
+  }
   // Some file systems cannot fsync a directory (EINVAL); the file itself is synced.
   if (::fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP) {
     const int err = errno;
     ::close(dfd);
-    throw fail(fmt::format("fsync of its directory '{}'", dir.string()), err);
+    throw fail(err, fmt::format("fsync of its directory '{}'", dir.string()));
   }
   ::close(dfd);
 }

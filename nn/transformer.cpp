@@ -56,6 +56,7 @@ TransformerLM<T>::TransformerLM(const ModelConfig& config, Rng& rng)
                       .d_k = c.d_k,
                       .d_v = c.d_v,
                       .n_kv_heads = c.n_kv_heads,
+                      .head_combine = c.head_combine,
                       .causal = c.causal,
                       .bias = c.bias,
                       .attn_scale = c.attn_scale,

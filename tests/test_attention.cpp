@@ -1,5 +1,6 @@
-// MultiHeadAttention: an independent plain-loop reference for the head-major layout
-// and the GQA grouping, masks, and the closed-form parameter counts. The gradient
+// MultiHeadAttention: an independent plain-loop reference for the head-major layout,
+// the GQA grouping and both head combinations, masks, and the closed-form parameter
+// counts. The gradient
 // checks over head configurations are in test_module_gradcheck.cpp.
 #include <cmath>
 #include <limits>
@@ -45,7 +46,10 @@ xt::xarray<double> reference_attention(const hr::MultiHeadAttention<double>& att
     for (std::size_t c = 0; c < C; ++c) s += p[name + ".weight"](row, c) * x(b, t, c);
     return s;
   };
-  xt::xarray<double> concat = xt::zeros<double>({B, T, H * dv});
+  // concat: head h fills columns [h dv, (h+1) dv); sum: every head adds into [0, dv).
+  const bool summed = o.head_combine == hr::HeadCombine::sum;
+  const std::size_t width = summed ? dv : H * dv;
+  xt::xarray<double> combined = xt::zeros<double>({B, T, width});
   for (std::size_t b = 0; b < B; ++b) {
     for (std::size_t h = 0; h < H; ++h) {
       const std::size_t kv = h / (H / G);  // query head h reads kv head h / g
@@ -66,7 +70,10 @@ xt::xarray<double> reference_attention(const hr::MultiHeadAttention<double>& att
         for (std::size_t j = 0; j < T; ++j) z += std::exp(score[j] - best);
         for (std::size_t j = 0; j < T; ++j) {
           const double w = std::exp(score[j] - best) / z;
-          for (std::size_t d = 0; d < dv; ++d) concat(b, i, h * dv + d) += w * project("v_proj", b, j, kv * dv + d);
+          const std::size_t column = summed ? 0 : h * dv;
+          for (std::size_t d = 0; d < dv; ++d) {
+            combined(b, i, column + d) += w * project("v_proj", b, j, kv * dv + d);
+          }
         }
       }
     }
@@ -76,7 +83,7 @@ xt::xarray<double> reference_attention(const hr::MultiHeadAttention<double>& att
     for (std::size_t t = 0; t < T; ++t)
       for (std::size_t c = 0; c < C; ++c) {
         double s = o.bias ? p["out_proj.bias"](c) : 0.0;
-        for (std::size_t k = 0; k < H * dv; ++k) s += p["out_proj.weight"](c, k) * concat(b, t, k);
+        for (std::size_t k = 0; k < width; ++k) s += p["out_proj.weight"](c, k) * combined(b, t, k);
         out(b, t, c) = s;
       }
   return out;
@@ -118,6 +125,61 @@ TEST_CASE("attention matches a plain-loop reference for every head layout") {
     pad(1, 3) = true;
     check_against_reference({.d_model = 8, .n_heads = 2}, &pad);
   }
+  SUBCASE("heads summed") {
+    check_against_reference({.d_model = 8, .n_heads = 4, .head_combine = hr::HeadCombine::sum});
+  }
+  SUBCASE("heads summed, GQA, d_k != d_v, no bias") {
+    check_against_reference({.d_model = 6, .n_heads = 4, .d_k = 3, .d_v = 2, .n_kv_heads = 2,
+                             .head_combine = hr::HeadCombine::sum, .bias = false});
+  }
+  SUBCASE("heads summed, with key padding") {
+    hr::Mask pad = xt::zeros<bool>({2, 5});
+    pad(0, 0) = true;
+    pad(1, 2) = true;
+    check_against_reference({.d_model = 8, .n_heads = 2, .head_combine = hr::HeadCombine::sum}, &pad);
+  }
+}
+
+TEST_CASE("heads summed equal heads concatenated through one out_proj block repeated per head") {
+  // sum(head_h) W_s^T == concat(head_h) [W_s ... W_s]^T: the same layer with out_proj
+  // tiled H times along its input axis.
+  hr::Rng rng(11);
+  const hr::AttentionOptions base{.d_model = 8, .n_heads = 4, .n_kv_heads = 2, .init_std = 0.4, .out_init_std = 0.4};
+  hr::AttentionOptions summed_options = base;
+  summed_options.head_combine = hr::HeadCombine::sum;
+  hr::MultiHeadAttention<double> summed(summed_options, rng);
+  hr::MultiHeadAttention<double> concat(base, rng);
+  auto sp = summed.named_parameters();
+  auto cp = concat.named_parameters();
+  REQUIRE(sp.size() == cp.size());
+  for (std::size_t i = 0; i < sp.size(); ++i) {
+    REQUIRE(sp[i].first == cp[i].first);
+    if (sp[i].first == "out_proj.weight") {
+      REQUIRE(hr::format_shape(sp[i].second.shape()) == "(8, 2)");  // (d_model, d_v)
+      REQUIRE(hr::format_shape(cp[i].second.shape()) == "(8, 8)");  // (d_model, H d_v)
+      xt::xarray<double>& tiled = cp[i].second.mutable_value();
+      for (std::size_t c = 0; c < 8; ++c)
+        for (std::size_t k = 0; k < 8; ++k) tiled(c, k) = sp[i].second.value()(c, k % 2);
+    } else {
+      cp[i].second.mutable_value() = sp[i].second.value();
+    }
+  }
+  hr::NoGrad no_grad;
+  const D x(hr::normal_init<double>({2, 5, 8}, 1.0, rng));
+  const xt::xarray<double> a = summed.forward(x).out.value(), b = concat.forward(x).out.value();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    REQUIRE_MESSAGE(std::abs(a.data()[i] - b.data()[i]) < 1e-12,
+                    "flat index " << i << ": sum " << a.data()[i] << ", tiled concat " << b.data()[i]);
+  }
+}
+
+TEST_CASE("head_combine parses concat and sum and names a bad value") {
+  CHECK(hr::parse_head_combine("concat") == hr::HeadCombine::concat);
+  CHECK(hr::parse_head_combine("sum") == hr::HeadCombine::sum);
+  CHECK(hr::to_string(hr::HeadCombine::concat) == "concat");
+  CHECK(hr::to_string(hr::HeadCombine::sum) == "sum");
+  CHECK_THROWS_WITH_AS(hr::parse_head_combine("mean"), "head_combine must be 'concat' or 'sum', got 'mean'",
+                       std::invalid_argument);
 }
 
 TEST_CASE("a fully masked query yields zeros and finite gradients") {
@@ -186,6 +248,49 @@ TEST_CASE("parameter counts match the closed forms") {
   // Free d_k, d_v: q, k (H d_k each), v (H d_v), out (H d_v).
   hr::MultiHeadAttention<float> wide({.d_model = 16, .n_heads = 2, .d_k = 10, .d_v = 3, .bias = false}, rng);
   CHECK(wide.parameter_count() == 16u * 20 * 2 + 16u * 6 * 2);
+}
+
+TEST_CASE("parameter counts with heads summed, and attention_parameter_count agrees with the layer") {
+  hr::Rng rng(0);
+  // q, k, v unchanged; out_proj shrinks from (C, H d_v) to (C, d_v):
+  // 3 C^2 + C d_v = 3 C^2 + C^2 / H when H d_k = C, no bias.
+  for (std::size_t heads : {1u, 2u, 8u, 64u}) {
+    const hr::AttentionOptions o{
+        .d_model = 512, .n_heads = heads, .head_combine = hr::HeadCombine::sum, .bias = false};
+    hr::MultiHeadAttention<float> attn(o, rng);
+    CHECK_MESSAGE(attn.parameter_count() == 3u * 512 * 512 + 512u * (512 / heads), heads << " heads");
+    CHECK(hr::attention_parameter_count(o) == attn.parameter_count());
+  }
+  // With bias: + 3 H d_k (q, k, v with G = H) + d_model (out_proj).
+  const hr::AttentionOptions biased{.d_model = 64, .n_heads = 8, .head_combine = hr::HeadCombine::sum};
+  CHECK(hr::attention_parameter_count(biased) == 3u * 64 * 64 + 3u * 64 + 64u * 8 + 64u);
+  // GQA with free d_k, d_v, bias: q (C+1) H d_k, k (C+1) G d_k, v (C+1) G d_v, out C d_v + C.
+  const hr::AttentionOptions gqa{.d_model = 16, .n_heads = 4, .d_k = 5, .d_v = 3, .n_kv_heads = 2,
+                                 .head_combine = hr::HeadCombine::sum};
+  CHECK(hr::attention_parameter_count(gqa) == 17u * 20 + 17u * 10 + 17u * 6 + 16u * 3 + 16u);
+  // Every layout of the reference tests, both combinations: the closed form is the layer.
+  for (const hr::HeadCombine combine : {hr::HeadCombine::concat, hr::HeadCombine::sum}) {
+    for (hr::AttentionOptions o : {hr::AttentionOptions{.d_model = 8, .n_heads = 4},
+                                   hr::AttentionOptions{.d_model = 6, .n_heads = 3, .d_k = 5, .d_v = 3},
+                                   hr::AttentionOptions{.d_model = 8, .n_heads = 4, .n_kv_heads = 1, .bias = false},
+                                   gqa, biased}) {
+      o.head_combine = combine;
+      hr::MultiHeadAttention<float> attn(o, rng);
+      CHECK_MESSAGE(hr::attention_parameter_count(o) == attn.parameter_count(),
+                    hr::to_string(combine) << ", d_model " << o.d_model << ", H " << o.n_heads);
+    }
+  }
+  CHECK_THROWS_WITH_AS(hr::attention_parameter_count({.d_model = 64, .n_heads = 8, .n_kv_heads = 3}),
+                       "MultiHeadAttention: n_heads=8 is not a multiple of n_kv_heads=3", std::invalid_argument);
+}
+
+TEST_CASE("kv_cache_floats_per_token is n_kv_heads (d_k + d_v), whatever the head combination") {
+  CHECK(hr::kv_cache_floats_per_token({.d_model = 64, .n_heads = 8}) == 8u * (8 + 8));
+  CHECK(hr::kv_cache_floats_per_token({.d_model = 64, .n_heads = 8, .n_kv_heads = 2}) == 2u * 16);
+  CHECK(hr::kv_cache_floats_per_token({.d_model = 64, .n_heads = 8, .n_kv_heads = 1}) == 16u);
+  CHECK(hr::kv_cache_floats_per_token({.d_model = 16, .n_heads = 4, .d_k = 5, .d_v = 3, .n_kv_heads = 2}) == 16u);
+  CHECK(hr::kv_cache_floats_per_token(
+            {.d_model = 64, .n_heads = 8, .n_kv_heads = 2, .head_combine = hr::HeadCombine::sum}) == 32u);
 }
 
 TEST_CASE("invalid attention configurations are rejected with the numbers") {

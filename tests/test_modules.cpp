@@ -120,7 +120,7 @@ TEST_CASE("model config: defaults, validation and JSON") {
 
   const std::string json = hr::model_config_to_json(r);
   for (const char* key : {"\"vocab\"", "\"d_model\"", "\"n_layers\"", "\"n_heads\"", "\"n_kv_heads\"", "\"d_k\"",
-                          "\"d_v\"", "\"d_ff\"", "\"max_len\"", "\"norm\"", "\"activation\"", "\"pos\"",
+                          "\"d_v\"", "\"head_combine\"", "\"d_ff\"", "\"max_len\"", "\"norm\"", "\"activation\"", "\"pos\"",
                           "\"causal\"", "\"attn_scale\"", "\"ln_eps\"", "\"bias\"", "\"tie_embeddings\""}) {
     CHECK_MESSAGE(json.find(key) != std::string::npos, "config JSON lacks " << key);
   }
@@ -141,6 +141,62 @@ TEST_CASE("model config: defaults, validation and JSON") {
                        doctest::Contains("cfg.json: not valid JSON"), std::invalid_argument);
   CHECK_THROWS_WITH_AS((hr::ModelConfig{.vocab = 0}.resolved()), "model config: vocab must be positive, got 0",
                        std::invalid_argument);
+}
+
+TEST_CASE("model config: head_combine defaults to concat, is always written, round-trips and is checked") {
+  const hr::ModelConfig concat = hr::ModelConfig{.vocab = 10}.resolved();
+  CHECK(concat.head_combine == hr::HeadCombine::concat);
+  CHECK(hr::model_config_to_json(concat).find("\"head_combine\": \"concat\"") != std::string::npos);
+  // A config written before the key existed reads as concat.
+  CHECK(hr::model_config_from_json(R"({"vocab": 10})", "old.json").head_combine == hr::HeadCombine::concat);
+
+  const hr::ModelConfig summed =
+      hr::ModelConfig{.vocab = 10, .n_heads = 4, .n_kv_heads = 2, .head_combine = hr::HeadCombine::sum}.resolved();
+  const std::string json = hr::model_config_to_json(summed);
+  CHECK(json.find("\"head_combine\": \"sum\"") != std::string::npos);
+  const hr::ModelConfig back = hr::model_config_from_json(json, "cfg.json");
+  CHECK(back.head_combine == hr::HeadCombine::sum);
+  CHECK(hr::model_config_to_json(back) == json);
+  CHECK(hr::to_json(back)["head_combine"] == "sum");
+
+  CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "head_combine": "mean"})", "cfg.json"),
+                       "cfg.json: 'head_combine': head_combine must be 'concat' or 'sum', got 'mean'",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "head_combine": 1})", "cfg.json"),
+                       "cfg.json: 'head_combine' must be a string, got 1 (number)", std::invalid_argument);
+  // A wrong type is named once, for every key that takes a name.
+  CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "norm": 3})", "cfg.json"),
+                       "cfg.json: 'norm' must be a string, got 3 (number)", std::invalid_argument);
+  hr::ModelConfig updated{.vocab = 5};
+  hr::update_from_json(updated, nlohmann::json{{"head_combine", "sum"}}, "cli");
+  CHECK(updated.head_combine == hr::HeadCombine::sum);
+}
+
+TEST_CASE("heads summed: out_proj.weight is (d_model, d_v) in every block, and the loss is finite") {
+  hr::Rng rng(2);
+  const hr::ModelConfig cfg{.vocab = 9, .d_model = 8, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .d_v = 3,
+                            .head_combine = hr::HeadCombine::sum, .max_len = 8};
+  hr::TransformerLM<float> lm(cfg, rng);
+  std::size_t found = 0;
+  for (const auto& [name, p] : lm.named_parameters()) {
+    if (name.ends_with("attn.out_proj.weight")) {
+      CHECK_MESSAGE(hr::format_shape(p.shape()) == "(8, 3)", name);
+      ++found;
+    }
+    if (name.ends_with("attn.v_proj.weight")) CHECK_MESSAGE(hr::format_shape(p.shape()) == "(6, 8)", name);
+  }
+  CHECK(found == 2);
+  CHECK(lm.block(0).attention().options().head_combine == hr::HeadCombine::sum);
+  // Against the same model with heads concatenated: each block's out_proj loses
+  // d_model (H - 1) d_v weights, and nothing else changes.
+  hr::ModelConfig as_concat = cfg;
+  as_concat.head_combine = hr::HeadCombine::concat;
+  hr::TransformerLM<float> other(as_concat, rng);
+  CHECK(other.parameter_count() - lm.parameter_count() == 2u * 8 * (4 - 1) * 3);
+
+  const hr::IndexArray tokens = random_tokens(2, 8, 9, rng);
+  hr::NoGrad no_grad;
+  CHECK(std::isfinite(lm.loss(tokens).value()()));
 }
 
 TEST_CASE("the language model checks its inputs") {

@@ -1,0 +1,469 @@
+// `headroom ablate`'s grid: the sweep flags, the cartesian product with each point
+// validated, sweep.json and the checks on a sweep directory, and merging shards.
+// The runner is cli/ablate_run.cpp, the reports cli/ablate_report.cpp.
+#include "cli/ablate.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "cli/trainer.hpp"
+#include "nn/config_json.hpp"
+#include "nn/safetensors.hpp"
+
+namespace headroom::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kFormat = "headroom ablate sweep 1";
+
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t at = text.find(sep, start);
+    parts.push_back(text.substr(start, at - start));
+    if (at == std::string::npos) return parts;
+    start = at + 1;
+  }
+}
+
+bool whole_number(const std::string& s) {
+  return !s.empty() && s.size() <= 19 && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// A file or directory name from a label: letters, digits and . _ + - kept.
+std::string path_safe(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '+' || c == '-';
+    if (!keep) c = '_';
+  }
+  return out;
+}
+
+// Every config.json key by section, from a config whose model resolves.
+nlohmann::json config_keys() {
+  TrainConfig c;
+  c.model.vocab = 16;
+  c.model.max_len = 16;
+  return to_json(c);
+}
+
+std::string key_list(const nlohmann::json& sections) {
+  std::string out;
+  for (const char* section : {"model", "data", "train"}) {
+    std::string keys;
+    for (const auto& [key, v] : sections[section].items()) keys += (keys.empty() ? "" : " ") + key;
+    out += fmt::format("{}{}: {}", out.empty() ? "" : "; ", section, keys);
+  }
+  return out;
+}
+
+// The value of config key `section.key` in a config.json object, as text for a table.
+nlohmann::json config_value(const TrainConfig& config, const std::string& section, const std::string& key) {
+  return to_json(config)[section][key];
+}
+
+std::string data_key(const DataConfig& d) {
+  return nlohmann::json{{"task", d.task}, {"text", d.text}, {"seq_len", d.seq_len}, {"vocab", d.vocab}}.dump();
+}
+
+nlohmann::json read_json_file(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) bad(fmt::format("cannot read {}", file.string()));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    bad(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
+  }
+}
+
+// The first place where two JSON values differ, as "path: A there, B here".
+std::string first_difference(const nlohmann::json& there, const nlohmann::json& here, const std::string& path) {
+  auto show = [](const nlohmann::json& v) {
+    std::string s = v.dump();
+    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+  };
+  const std::string where = path.empty() ? "the whole file" : path;
+  if (there.type() != here.type()) return fmt::format("{}: {} there, {} here", where, show(there), show(here));
+  if (there.is_object()) {
+    for (const auto& [key, v] : here.items()) {
+      const std::string sub = path.empty() ? key : path + "." + key;
+      if (!there.contains(key)) return fmt::format("{}: absent there, {} here", sub, show(v));
+      if (there[key] != v) return first_difference(there[key], v, sub);
+    }
+    for (const auto& [key, v] : there.items()) {
+      if (!here.contains(key)) return fmt::format("{}: {} there, absent here", path.empty() ? key : path + "." + key, show(v));
+    }
+  } else if (there.is_array()) {
+    for (std::size_t i = 0; i < std::min(there.size(), here.size()); ++i) {
+      // Name a run by its id where there is one.
+      std::string sub = fmt::format("{}[{}]", path, i);
+      if (there[i].is_object() && there[i].contains("id")) sub = fmt::format("{}[{}]", path, there[i]["id"].dump());
+      if (there[i] != here[i]) return first_difference(there[i], here[i], sub);
+    }
+    if (there.size() != here.size()) {
+      return fmt::format("{}: {} entries there, {} here", where, there.size(), here.size());
+    }
+  }
+  return fmt::format("{}: {} there, {} here", where, show(there), show(here));
+}
+
+// What makes two sweeps the same: everything in sweep.json but the reasons points
+// were skipped for (error messages, which may be reworded between versions).
+nlohmann::json definition(nlohmann::json sweep) {
+  if (sweep.is_object()) sweep.erase("skipped");
+  return sweep;
+}
+
+}  // namespace
+
+// ---- the flags --------------------------------------------------------------------
+
+SweepAxis parse_count_axis(const std::string& flag, const std::string& key, const std::string& text,
+                           bool allow_auto) {
+  SweepAxis axis{.flag = flag, .section = "model", .key = key, .labels = {}, .values = {}};
+  const std::string want = fmt::format("a comma-separated list of whole numbers >= 1{}, got '{}'",
+                                       allow_auto ? " or auto (d_model / heads)" : "", text);
+  for (const std::string& item : split(text, ',')) {
+    if (allow_auto && item == "auto") {
+      axis.values.emplace_back(0);
+    } else if (whole_number(item) && item.find_first_not_of('0') != std::string::npos) {
+      axis.values.emplace_back(std::stoull(item));
+    } else {
+      bad("expected " + want);
+    }
+    if (std::find(axis.labels.begin(), axis.labels.end(), item) != axis.labels.end()) {
+      bad(fmt::format("{} is listed twice in '{}'", item, text));
+    }
+    axis.labels.push_back(item);
+  }
+  return axis;
+}
+
+SweepAxis parse_sweep_flag(const std::string& text) {
+  const std::size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) bad(fmt::format("expected KEY=V1,V2,... (a config.json key), got '{}'", text));
+  std::string key = text.substr(0, eq);
+  std::string section;
+  const nlohmann::json keys = config_keys();
+  if (const std::size_t dot = key.find('.'); dot != std::string::npos) {
+    section = key.substr(0, dot);
+    key = key.substr(dot + 1);
+    if (!keys.contains(section) || !keys[section].contains(key)) {
+      bad(fmt::format("unknown key '{}.{}' ({})", section, key, key_list(keys)));
+    }
+  } else if (key == "vocab") {
+    section = "data";  // the model's vocab comes from the data
+  } else {
+    for (const char* s : {"model", "data", "train"}) {
+      if (keys[s].contains(key)) {
+        section = s;
+        break;
+      }
+    }
+    if (section.empty()) bad(fmt::format("unknown key '{}' ({})", key, key_list(keys)));
+  }
+  const std::map<std::string, std::string> own_flag{
+      {"n_heads", "--heads"}, {"d_k", "--dk"}, {"n_kv_heads", "--kv-heads"}, {"seed", "--seeds"}};
+  if (const auto it = own_flag.find(key); it != own_flag.end()) {
+    bad(fmt::format("sweep {} with {}, not --sweep", key, it->second));
+  }
+  if (section == "model" && key == "vocab") bad("model.vocab comes from the data; sweep data.vocab (vocab=...)");
+
+  SweepAxis axis{.flag = "--sweep", .section = section, .key = key, .labels = {}, .values = {}};
+  const std::string list = text.substr(eq + 1);
+  for (const std::string& item : split(list, ',')) {
+    if (item.empty()) bad(fmt::format("'{}' has an empty value", text));
+    if (std::find(axis.labels.begin(), axis.labels.end(), item) != axis.labels.end()) {
+      bad(fmt::format("{} is listed twice in '{}'", item, text));
+    }
+    nlohmann::json value = item;
+    try {
+      const nlohmann::json parsed = nlohmann::json::parse(item);
+      if (parsed.is_number() || parsed.is_boolean() || parsed.is_null()) value = parsed;
+    } catch (const nlohmann::json::parse_error&) {
+    }
+    // The value must be one that config.json accepts for this key.
+    TrainConfig probe = TrainConfig{};
+    update_from_json(probe, nlohmann::json{{section, {{key, value}}}}, fmt::format("{}={}", key, item));
+    axis.labels.push_back(item);
+    axis.values.push_back(std::move(value));
+  }
+  return axis;
+}
+
+std::vector<std::uint64_t> parse_seeds(const std::string& text) {
+  const std::string want = fmt::format(
+      "expected a count N (seeds 0..N-1) or a comma-separated list of seeds (7, for the one seed 7), got '{}'", text);
+  std::vector<std::uint64_t> seeds;
+  if (text.find(',') == std::string::npos) {
+    if (!whole_number(text) || text.find_first_not_of('0') == std::string::npos) bad(want);
+    const std::uint64_t n = std::stoull(text);
+    if (n > 10000) bad(fmt::format("{} seeds is more than the 10000 a sweep takes", n));
+    for (std::uint64_t s = 0; s < n; ++s) seeds.push_back(s);
+    return seeds;
+  }
+  std::vector<std::string> items = split(text, ',');
+  if (items.back().empty()) items.pop_back();  // "7,"
+  for (const std::string& item : items) {
+    if (!whole_number(item)) bad(want);
+    const std::uint64_t s = std::stoull(item);
+    if (std::find(seeds.begin(), seeds.end(), s) != seeds.end()) bad(fmt::format("seed {} is listed twice in '{}'", s, text));
+    seeds.push_back(s);
+  }
+  if (seeds.empty()) bad(want);
+  return seeds;
+}
+
+Shard parse_shard(const std::string& text) {
+  const std::vector<std::string> parts = split(text, '/');
+  if (parts.size() != 2 || !whole_number(parts[0]) || !whole_number(parts[1])) {
+    bad(fmt::format("expected K/N (the K-th of N slices, 1 <= K <= N), got '{}'", text));
+  }
+  const Shard s{.index = std::stoull(parts[0]), .count = std::stoull(parts[1])};
+  if (s.count == 0 || s.index == 0 || s.index > s.count) {
+    bad(fmt::format("K must be from 1 to N in K/N, got '{}'", text));
+  }
+  return s;
+}
+
+// ---- the grid ---------------------------------------------------------------------
+
+SweepPlan plan_sweep(const SweepSpec& spec) {
+  SweepPlan plan;
+  plan.columns = {"n_heads", "d_k", "n_kv_heads"};
+  plan.seeds = spec.seeds;
+  bool kv_axis = false;
+  for (const SweepAxis& a : spec.axes) {
+    if (a.values.empty()) bad(fmt::format("{} {} has no values", a.flag, a.key));
+    if (a.flag == "--sweep") {
+      if (std::find(plan.columns.begin(), plan.columns.end(), a.key) != plan.columns.end()) {
+        bad(fmt::format("--sweep {} is given twice", a.key));
+      }
+      plan.columns.push_back(a.key);
+    }
+    kv_axis = kv_axis || a.key == "n_kv_heads";
+    if (a.values.size() >= 2) plan.plot_axes.push_back(a.key);
+  }
+  if (spec.seeds.empty()) bad("a sweep needs at least one seed");
+
+  std::map<std::string, std::unique_ptr<Dataset>> datasets;  // validation only; each run makes its own
+  std::map<std::string, std::string> point_desc;              // point id -> its description
+  std::map<std::string, std::string> config_desc;             // a point's config -> its description
+  std::vector<std::size_t> at(spec.axes.size(), 0);           // the odometer over the axes
+  for (;;) {
+    TrainConfig c = spec.base;
+    std::string desc, suffix;
+    std::optional<std::string> reason;
+    try {
+      for (std::size_t i = 0; i < spec.axes.size(); ++i) {
+        const SweepAxis& a = spec.axes[i];
+        const std::string& label = a.labels[at[i]];
+        desc += fmt::format("{}{}={}", desc.empty() ? "" : " ", a.key, label);
+        update_from_json(c, nlohmann::json{{a.section, {{a.key, a.values[at[i]]}}}},
+                         fmt::format("{} {}", a.flag, label));
+        if (a.flag == "--sweep") suffix += fmt::format("-{}", path_safe(a.key + label));
+      }
+      c.validate();
+      const std::string key = data_key(c.data);
+      auto it = datasets.find(key);
+      if (it == datasets.end()) it = datasets.emplace(key, make_dataset(c)).first;
+      c = finalize(c, *it->second);
+    } catch (const std::invalid_argument& e) {
+      reason = e.what();
+    }
+    if (reason) {
+      plan.skipped.push_back({desc.empty() ? "the base config" : desc, *reason});
+    } else {
+      const ModelConfig& m = c.model;
+      const std::string point =
+          fmt::format("h{}-dk{}{}{}", m.n_heads, m.d_k, kv_axis ? fmt::format("-kv{}", m.n_kv_heads) : "", suffix);
+      const std::string config = to_json(c).dump();
+      if (const auto seen = config_desc.find(config); seen != config_desc.end()) {
+        plan.skipped.push_back({desc, fmt::format("the same runs as {}", seen->second)});
+      } else if (const auto same_id = point_desc.find(point); same_id != point_desc.end()) {
+        plan.skipped.push_back({desc, fmt::format("its run ids would be those of {} ({})", same_id->second, point)});
+      } else {
+        point_desc.emplace(point, desc.empty() ? point : desc);
+        config_desc.emplace(config, fmt::format("{} ({})", desc.empty() ? point : desc, point));
+        std::vector<nlohmann::json> values{m.n_heads, m.d_k, m.n_kv_heads};
+        for (const SweepAxis& a : spec.axes) {
+          if (a.flag == "--sweep") values.push_back(config_value(c, a.section, a.key));
+        }
+        for (std::uint64_t seed : spec.seeds) {
+          PlannedRun run{.id = fmt::format("{}-s{}", point, seed), .point = point, .seed = seed, .values = values,
+                         .config = c};
+          run.config.optim.seed = seed;
+          plan.runs.push_back(std::move(run));
+        }
+      }
+    }
+    // Next point: the last axis turns fastest.
+    std::size_t i = spec.axes.size();
+    while (i > 0 && ++at[i - 1] == spec.axes[i - 1].values.size()) at[--i] = 0;
+    if (i == 0) break;
+  }
+  if (plan.runs.empty()) {
+    const SkippedPoint& first = plan.skipped.front();
+    if (plan.skipped.size() == 1) {
+      bad(first.point == "the base config" ? first.reason : fmt::format("{}: {}", first.point, first.reason));
+    }
+    bad(fmt::format("none of the {} points of the grid is valid; the first, {}: {}", plan.skipped.size(), first.point,
+                    first.reason));
+  }
+  return plan;
+}
+
+// ---- sweep.json -------------------------------------------------------------------
+
+nlohmann::json to_json(const SweepPlan& plan) {
+  nlohmann::json runs = nlohmann::json::array(), skipped = nlohmann::json::array();
+  for (const PlannedRun& r : plan.runs) {
+    runs.push_back({{"id", r.id}, {"point", r.point}, {"seed", r.seed}, {"values", r.values},
+                    {"config", to_json(r.config)}});
+  }
+  for (const SkippedPoint& s : plan.skipped) skipped.push_back({{"point", s.point}, {"reason", s.reason}});
+  return {{"format", kFormat}, {"columns", plan.columns}, {"plot_axes", plan.plot_axes}, {"seeds", plan.seeds},
+          {"runs", runs}, {"skipped", skipped}};
+}
+
+SweepPlan sweep_plan_from_json(const nlohmann::json& j, const std::string& source) {
+  try {
+    if (!j.is_object() || j.value("format", "") != kFormat) {
+      bad(fmt::format("{}: not a sweep definition written by headroom ablate (format '{}')", source, kFormat));
+    }
+    SweepPlan plan;
+    plan.columns = j.at("columns").get<std::vector<std::string>>();
+    plan.plot_axes = j.at("plot_axes").get<std::vector<std::string>>();
+    plan.seeds = j.at("seeds").get<std::vector<std::uint64_t>>();
+    for (const auto& r : j.at("runs")) {
+      PlannedRun run{.id = r.at("id").get<std::string>(),
+                     .point = r.at("point").get<std::string>(),
+                     .seed = r.at("seed").get<std::uint64_t>(),
+                     .values = r.at("values").get<std::vector<nlohmann::json>>(),
+                     .config = {}};
+      if (run.values.size() != plan.columns.size()) bad(fmt::format("{}: run {} has the wrong number of values", source, run.id));
+      update_from_json(run.config, r.at("config"), source);
+      plan.runs.push_back(std::move(run));
+    }
+    for (const auto& s : j.at("skipped")) {
+      plan.skipped.push_back({s.at("point").get<std::string>(), s.at("reason").get<std::string>()});
+    }
+    return plan;
+  } catch (const nlohmann::json::exception& e) {
+    bad(fmt::format("{}: malformed sweep definition: {}", source, e.what()));
+  }
+}
+
+SweepPlan read_sweep_plan(const fs::path& dir) {
+  const fs::path file = dir / "sweep.json";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) bad(fmt::format("{} is not a headroom ablate directory (it has no sweep.json)", dir.string()));
+  return sweep_plan_from_json(read_json_file(file), file.string());
+}
+
+void check_sweep_dir(const fs::path& dir, const SweepPlan& plan) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  if (!fs::is_directory(dir, ec)) bad(fmt::format("--out {} exists and is not a directory", dir.string()));
+  const fs::path file = dir / "sweep.json";
+  if (!fs::exists(file, ec)) {
+    if (fs::directory_iterator(dir, ec) == fs::directory_iterator()) return;  // empty
+    bad(fmt::format("--out {} is not empty and holds no sweep.json: give a new or empty directory", dir.string()));
+  }
+  const nlohmann::json stored = definition(read_json_file(file));
+  const nlohmann::json wanted = definition(to_json(plan));
+  if (stored != wanted) {
+    bad(fmt::format("{} holds a different sweep ({}); give another --out, or the flags that made it",
+                    dir.string(), first_difference(stored, wanted, "")));
+  }
+}
+
+
+void write_sweep_json(const fs::path& dir, const SweepPlan& plan) {
+  std::error_code ec;
+  fs::create_directories(dir / "runs", ec);
+  if (ec) bad(fmt::format("cannot create {}: {}", (dir / "runs").string(), ec.message()));
+  if (!fs::exists(dir / "sweep.json", ec)) write_file_atomically(dir / "sweep.json", to_json(plan).dump(2) + "\n");
+}
+
+bool run_finished(const fs::path& run_dir) {
+  std::error_code ec;
+  return fs::exists(run_dir / "result.json", ec);
+}
+
+// ---- merging shards ---------------------------------------------------------------
+
+namespace {
+
+// DIR/runs/<id> from one sweep directory into another, hard-linked where the file
+// system allows and copied otherwise, under a temporary name renamed into place.
+void bring_run(const fs::path& from, const fs::path& to) {
+  const fs::path tmp = to.parent_path() / fmt::format(".{}.merging", to.filename().string());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::copy(from, tmp, fs::copy_options::recursive | fs::copy_options::create_hard_links, ec);
+  if (ec) {
+    fs::remove_all(tmp);
+    fs::copy(from, tmp, fs::copy_options::recursive);
+  }
+  fs::remove_all(to);
+  fs::rename(tmp, to);
+}
+
+}  // namespace
+
+MergeOutcome merge_sweeps(const std::vector<fs::path>& from, const fs::path& into) {
+  if (from.empty()) bad("--merge needs at least one directory");
+  const SweepPlan plan = read_sweep_plan(from.front());
+  const nlohmann::json wanted = definition(to_json(plan));
+  for (std::size_t i = 1; i < from.size(); ++i) {
+    const nlohmann::json other = definition(to_json(read_sweep_plan(from[i])));
+    if (other != wanted) {
+      bad(fmt::format("{} and {} hold different sweeps ({}); only shards of one sweep merge",
+                      from.front().string(), from[i].string(), first_difference(wanted, other, "")));
+    }
+  }
+  check_sweep_dir(into, plan);
+  write_sweep_json(into, plan);
+  MergeOutcome outcome;
+  std::error_code ec;
+  for (const PlannedRun& run : plan.runs) {
+    const fs::path target = into / "runs" / run.id;
+    if (run_finished(target)) {
+      ++outcome.present;
+      continue;
+    }
+    bool found = false;
+    for (const fs::path& dir : from) {
+      const fs::path source = dir / "runs" / run.id;
+      if (fs::equivalent(dir, into, ec) || !run_finished(source)) continue;
+      try {
+        bring_run(source, target);
+      } catch (const fs::filesystem_error& e) {
+        bad(fmt::format("cannot copy {} to {}: {}", source.string(), target.string(), e.code().message()));
+      }
+      ++outcome.copied;
+      found = true;
+      break;
+    }
+    if (!found) outcome.missing.push_back(run.id);
+  }
+  return outcome;
+}
+
+}  // namespace headroom::cli

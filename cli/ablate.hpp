@@ -1,0 +1,145 @@
+// `headroom ablate`: a grid of training runs over head count, per-head width and any
+// other setting, run side by side in threads, resumable, shardable and mergeable.
+//
+//     DIR/sweep.json                 the sweep's definition: its columns, every run's id and
+//                                    finalized config, the skipped points and why
+//     DIR/runs/<id>/                 one `headroom train --out` directory per run, plus
+//     DIR/runs/<id>/result.json      written (atomically) when the run has finished
+//     DIR/results.csv, summary.md, *.svg, report.html   (cli/ablate_report.hpp)
+//
+// A run is finished when its result.json exists. Running the same sweep again in the
+// same DIR skips finished runs and resumes the others from their newest checkpoint;
+// a DIR whose sweep.json differs from the new sweep's is refused.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/train_config.hpp"
+
+namespace headroom::cli {
+
+// One swept setting: a config.json key and its values in the order given.
+struct SweepAxis {
+  std::string flag;                     // "--heads", "--dk", "--kv-heads" or "--sweep"
+  std::string section;                  // "model", "data" or "train"
+  std::string key;                      // the config.json key: "n_heads", "lr", ...
+  std::vector<std::string> labels;      // the values as written ("auto" for --dk auto)
+  std::vector<nlohmann::json> values;   // what update_from_json reads ("auto" is 0)
+};
+
+// The K-th (1-based) of N slices of the grid: the runs whose index mod N is K - 1.
+struct Shard {
+  std::size_t index = 1;
+  std::size_t count = 1;
+  bool has(std::size_t run_index) const { return run_index % count == index - 1; }
+};
+
+// Parsers of the sweep flags. Each throws std::invalid_argument with a message that
+// shows the text (without the flag's name, which CLI11 puts in front).
+// "1,2,4": whole numbers >= 1, no repeats; with allow_auto also "auto" (d_k = d_model / heads).
+SweepAxis parse_count_axis(const std::string& flag, const std::string& key, const std::string& text,
+                           bool allow_auto);
+// "KEY=V1,V2,...": KEY is a config.json key ("lr", "norm", or "train.lr"); each value
+// is read as JSON when it parses as a number, true, false or null, else as a string,
+// and must be accepted by update_from_json (an unknown key or a bad value throws).
+SweepAxis parse_sweep_flag(const std::string& text);
+// "N": seeds 0..N-1; "0,5,9" (or "7," for the one seed 7): these seeds.
+std::vector<std::uint64_t> parse_seeds(const std::string& text);
+// "K/N" with 1 <= K <= N.
+Shard parse_shard(const std::string& text);
+
+struct SweepSpec {
+  TrainConfig base;                  // --config and every flag applied, before the axes
+  std::vector<SweepAxis> axes;       // in run-id order: --heads, --dk, --kv-heads, then each --sweep
+  std::vector<std::uint64_t> seeds;  // innermost
+};
+
+struct PlannedRun {
+  std::string id;     // "h4-dk16-lr0.001-s1": its directory under DIR/runs
+  std::string point;  // "h4-dk16-lr0.001": the grid point; its seeds are pooled in the summary
+  std::uint64_t seed = 0;
+  std::vector<nlohmann::json> values;  // one per SweepPlan::columns, as resolved
+  TrainConfig config;                  // finalized (cli::finalize): what the run trains
+};
+
+struct SkippedPoint {
+  std::string point;   // "n_heads=3 d_k=auto"
+  std::string reason;  // why the config is invalid
+};
+
+struct SweepPlan {
+  // n_heads, d_k, n_kv_heads (always: they are what the command is about), then each
+  // --sweep key: the columns of results.csv and summary.md before the metrics.
+  std::vector<std::string> columns;
+  std::vector<std::string> plot_axes;  // the columns swept over two or more values
+  std::vector<std::uint64_t> seeds;
+  std::vector<PlannedRun> runs;        // grid order: the axes as given, seeds innermost
+  std::vector<SkippedPoint> skipped;   // invalid or duplicate points
+};
+
+// The cartesian product of the axes and the seeds. Each point is validated as
+// `headroom train` would (config.validate, make_dataset, finalize); an invalid point,
+// or one that resolves to the same model as an earlier one (--dk 8,auto), is
+// skipped with the reason. Throws std::invalid_argument when no point is valid.
+SweepPlan plan_sweep(const SweepSpec& spec);
+
+// sweep.json, and back (strict; errors name `source`).
+nlohmann::json to_json(const SweepPlan& plan);
+SweepPlan sweep_plan_from_json(const nlohmann::json& json, const std::string& source);
+// DIR/sweep.json; a std::invalid_argument when it is missing or malformed.
+SweepPlan read_sweep_plan(const std::filesystem::path& dir);
+
+// Refuses (std::invalid_argument, one line) a DIR that is not a directory, that is a
+// non-empty directory without sweep.json, or whose sweep.json differs from `plan`'s:
+// the message names the first difference. Creates and writes nothing.
+void check_sweep_dir(const std::filesystem::path& dir, const SweepPlan& plan);
+
+// Creates DIR/runs and writes DIR/sweep.json unless it is there (check_sweep_dir first).
+void write_sweep_json(const std::filesystem::path& dir, const SweepPlan& plan);
+// A run is finished when DIR/runs/<id>/result.json exists.
+bool run_finished(const std::filesystem::path& run_dir);
+
+struct AblateOptions {
+  std::filesystem::path out_dir;
+  std::size_t jobs = 1;        // runs trained side by side, one thread each
+  Shard shard;
+  bool quiet = false;          // print nothing while running
+  bool live = false;           // a terminal: one status line redrawn in place
+  std::function<bool()> stop_requested;  // Ctrl-C: every running run saves a checkpoint and stops
+};
+
+struct SweepOutcome {
+  std::size_t in_shard = 0;          // runs of the grid in this shard
+  std::size_t finished_before = 0;   // skipped: their result.json was already there
+  std::vector<std::string> trained;  // finished now
+  std::vector<std::string> stopped;  // stopped early by stop_requested, with a checkpoint
+  std::vector<std::pair<std::string, std::string>> failed;  // id and error
+  bool interrupted = false;
+};
+
+// Checks DIR (check_sweep_dir), writes DIR/sweep.json, then trains this shard's
+// unfinished runs, `jobs` at a time: a run with a checkpoint before its last step
+// resumes from it; any other unfinished run starts over in an emptied directory.
+// A failing run (diverged, or a checkpoint that does not load) is reported and the
+// others go on. Prints progress to stdout unless quiet.
+SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options);
+
+struct MergeOutcome {
+  std::size_t copied = 0;            // finished runs brought in from the shards
+  std::size_t present = 0;           // already finished in the target
+  std::vector<std::string> missing;  // finished nowhere
+};
+
+// Merges shard directories of one sweep (their sweep.json files must agree) into
+// `into`: each finished run's directory is hard-linked there (copied across file
+// systems) unless `into` already has it finished.
+MergeOutcome merge_sweeps(const std::vector<std::filesystem::path>& from, const std::filesystem::path& into);
+
+}  // namespace headroom::cli

@@ -1,0 +1,549 @@
+#include "cli/ablate_report.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "cli/svg.hpp"
+#include "nn/attention.hpp"
+#include "nn/safetensors.hpp"
+
+namespace headroom::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) bad(fmt::format("cannot read {}", file.string()));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+double number_or_nan(const nlohmann::json& v) { return v.is_number() ? v.get<double>() : NAN; }
+
+AttentionOptions attention_options(const ModelConfig& m) {
+  return AttentionOptions{.d_model = m.d_model,
+                          .n_heads = m.n_heads,
+                          .d_k = m.d_k,
+                          .d_v = m.d_v,
+                          .n_kv_heads = m.n_kv_heads,
+                          .head_combine = m.head_combine,
+                          .causal = m.causal,
+                          .bias = m.bias,
+                          .attn_scale = m.attn_scale};
+}
+
+// The validation rows of a run's metrics.csv: step, val_loss, val_accuracy.
+void read_curve(const fs::path& file, RunResult& r, double target_acc) {
+  std::istringstream lines(read_text(file));
+  std::string line;
+  if (!std::getline(lines, line)) bad(fmt::format("{}: empty", file.string()));
+  std::vector<std::string> header;
+  {
+    std::istringstream cells(line);
+    std::string cell;
+    while (std::getline(cells, cell, ',')) header.push_back(cell);
+  }
+  auto column = [&](const char* name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    if (it == header.end()) bad(fmt::format("{}: no column '{}'", file.string(), name));
+    return static_cast<std::size_t>(it - header.begin());
+  };
+  const std::size_t c_step = column("step"), c_loss = column("val_loss"), c_acc = column("val_accuracy");
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    std::vector<std::string> cells;
+    std::istringstream in(line);
+    std::string cell;
+    while (std::getline(in, cell, ',')) cells.push_back(cell);
+    if (cells.size() != header.size()) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+    double step = 0, loss = 0, acc = 0;
+    try {
+      step = std::stod(cells[c_step]);
+      loss = std::stod(cells[c_loss]);
+      acc = std::stod(cells[c_acc]);
+    } catch (const std::logic_error&) {
+      bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+    }
+    r.curve_steps.push_back(step);
+    r.curve_val_loss.push_back(loss);
+    if (!r.steps_to_target && acc >= target_acc) r.steps_to_target = static_cast<std::size_t>(step);
+  }
+}
+
+// A config value as a table cell: strings bare, numbers as JSON writes them.
+std::string cell(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "";
+  return v.dump();
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string quoted = "\"";
+  for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+std::string csv_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : std::string(); }
+
+std::string results_csv(const SweepPlan& plan, const std::vector<RunResult>& results) {
+  std::string out = "run";
+  for (const std::string& c : plan.columns) out += fmt::format(",{}", csv_field(c));
+  out += ",seed,parameters,attention_parameters_per_layer,kv_floats_per_token_per_layer,final_train_loss,"
+         "final_val_loss,final_val_accuracy,best_val_accuracy,steps_to_target,wall_s,tokens_per_s\n";
+  for (const RunResult& r : results) {
+    out += csv_field(r.run->id);
+    for (const nlohmann::json& v : r.run->values) out += fmt::format(",{}", csv_field(cell(v)));
+    out += fmt::format(",{},{},{},{},{},{},{},{},{},{},{}\n", r.run->seed, r.parameters, r.attention_parameters,
+                       r.kv_floats_per_token, csv_number(r.final_train_loss), csv_number(r.final_val_loss),
+                       csv_number(r.final_val_accuracy), csv_number(r.best_val_accuracy),
+                       r.steps_to_target ? std::to_string(*r.steps_to_target) : std::string(),
+                       csv_number(r.wall_s), csv_number(r.tokens_per_s));
+  }
+  return out;
+}
+
+// ---- the summary table --------------------------------------------------------------
+
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+std::string mean_sd(const SeedStats& s, double scale, int digits) {
+  if (s.n == 0) return "-";
+  if (s.n == 1) return fmt::format("{:.{}f}", scale * s.mean, digits);
+  return fmt::format("{:.{}f} ± {:.{}f}", scale * s.mean, digits, scale * s.sd, digits);
+}
+
+// Loss to four significant digits at any magnitude (0.0001234, 1.234).
+std::string loss_text(const SeedStats& s) {
+  if (s.n == 0) return "-";
+  const double m = std::abs(s.mean);
+  const int digits = m > 0 && std::isfinite(m) ? std::clamp(3 - static_cast<int>(std::floor(std::log10(m))), 1, 8) : 4;
+  return mean_sd(s, 1, digits);
+}
+
+Table summary_table(const SweepPlan& plan, const std::vector<PointSummary>& points, double target_acc) {
+  Table t;
+  t.header = {"point"};
+  for (const std::string& c : plan.columns) t.header.push_back(c);
+  for (const char* h : {"seeds", "val loss", "val acc %"}) t.header.emplace_back(h);
+  t.header.push_back(fmt::format("steps to {:g}%", 100 * target_acc));
+  for (const char* h : {"params", "attn params/layer", "KV floats/token/layer"}) t.header.emplace_back(h);
+  for (const PointSummary& p : points) {
+    std::vector<std::string> row{p.point};
+    for (const nlohmann::json& v : p.values) row.push_back(cell(v));
+    row.push_back(std::to_string(p.seeds));
+    auto mark = [](bool best, bool differs) { return best ? " (best)" : differs ? " *" : ""; };
+    row.push_back(loss_text(p.val_loss) + mark(p.best_loss, p.loss_differs));
+    row.push_back(mean_sd(p.val_accuracy, 100, 2) + mark(p.best_accuracy, p.accuracy_differs));
+    row.push_back(p.steps_to_target.n == 0
+                      ? fmt::format("- (0/{})", p.seeds)
+                      : fmt::format("{:.0f} ({}/{})", p.steps_to_target.mean, p.steps_to_target.n, p.seeds));
+    row.push_back(std::to_string(p.parameters));
+    row.push_back(std::to_string(p.attention_parameters));
+    row.push_back(std::to_string(p.kv_floats_per_token));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+// Display width of UTF-8 text (the table holds "±").
+std::size_t width(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+std::string markdown(const Table& t) {
+  std::vector<std::size_t> w(t.header.size(), 3);
+  for (std::size_t i = 0; i < t.header.size(); ++i) w[i] = std::max(w[i], width(t.header[i]));
+  for (const auto& row : t.rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], width(row[i]));
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out = "|";
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      const std::string pad(w[i] - width(cells[i]), ' ');
+      out += i == 0 ? fmt::format(" {}{} |", cells[i], pad) : fmt::format(" {}{} |", pad, cells[i]);  // text left, numbers right
+    }
+    return out + "\n";
+  };
+  std::string out = line(t.header) + "|";
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    out += i == 0 ? fmt::format(":{}|", std::string(w[i] + 1, '-')) : fmt::format("{}:|", std::string(w[i] + 1, '-'));
+  }
+  out += "\n";
+  for (const auto& row : t.rows) out += line(row);
+  return out;
+}
+
+std::string html_table(const Table& t) {
+  std::string out = "<table>\n<tr>";
+  for (const std::string& h : t.header) out += fmt::format("<th>{}</th>", svg::escape(h));
+  out += "</tr>\n";
+  for (const auto& row : t.rows) {
+    out += "<tr>";
+    for (const std::string& c : row) out += fmt::format("<td>{}</td>", svg::escape(c));
+    out += "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+// The settings every run shares, for the report's first line.
+std::string describe(const SweepPlan& plan) {
+  auto same = [&](auto field) {
+    for (const PlannedRun& r : plan.runs) {
+      if (field(r.config) != field(plan.runs.front().config)) return false;
+    }
+    return true;
+  };
+  const TrainConfig& c = plan.runs.front().config;
+  std::vector<std::string> parts;
+  if (same([](const TrainConfig& x) { return x.data.text + "|" + x.data.task; })) {
+    parts.push_back(c.data.text.empty() ? fmt::format("task {}", c.data.task) : fmt::format("text {}", c.data.text));
+  }
+  if (same([](const TrainConfig& x) { return x.model.vocab; })) parts.push_back(fmt::format("vocab {}", c.model.vocab));
+  if (same([](const TrainConfig& x) { return x.data.seq_len; })) parts.push_back(fmt::format("seq_len {}", c.data.seq_len));
+  if (same([](const TrainConfig& x) { return x.model.d_model; })) parts.push_back(fmt::format("d_model {}", c.model.d_model));
+  if (same([](const TrainConfig& x) { return x.model.n_layers; })) parts.push_back(fmt::format("{} layer{}", c.model.n_layers, c.model.n_layers == 1 ? "" : "s"));
+  if (same([](const TrainConfig& x) { return x.optim.steps; })) parts.push_back(fmt::format("{} steps", c.optim.steps));
+  if (same([](const TrainConfig& x) { return x.optim.batch; })) parts.push_back(fmt::format("batch {}", c.optim.batch));
+  if (same([](const TrainConfig& x) { return x.optim.optimizer; })) parts.push_back(c.optim.optimizer);
+  if (same([](const TrainConfig& x) { return x.optim.lr; })) parts.push_back(fmt::format("lr {}", c.optim.lr));
+  std::string seeds;
+  for (std::uint64_t s : plan.seeds) seeds += (seeds.empty() ? "" : ", ") + std::to_string(s);
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return fmt::format("{}; seeds {}", out, seeds);
+}
+
+std::string footer(const SweepPlan& plan, const std::vector<RunResult>& results, double target_acc) {
+  const std::size_t eval_every = plan.runs.front().config.optim.eval_every;
+  const bool same_eval = std::all_of(plan.runs.begin(), plan.runs.end(),
+                                     [&](const PlannedRun& r) { return r.config.optim.eval_every == eval_every; });
+  std::string out = fmt::format(
+      "Final values are the last validation of each run (at its last step); `a ± b` is the mean and the sample "
+      "standard deviation (n - 1) over seeds.\n\n"
+      "`(best)` marks the point of lowest mean val loss, and the one of highest mean val accuracy (ties: each). "
+      "`*` marks a "
+      "point whose mean differs from the best point's by more than the seed noise: "
+      "|mean_a - mean_b| > 2 sqrt(sd_a^2/n_a + sd_b^2/n_b), two standard errors of the difference of the means. "
+      "Unmarked points are within noise of the best, or have fewer than 2 seeds (no noise estimate).\n\n"
+      "Steps to {:g}%: the first validation step{} with val accuracy >= {:g}, the mean over the seeds "
+      "that reached it (reached/seeds). Params: every trainable parameter. Attn params/layer: the q, k, v and output "
+      "projections with their biases. KV floats/token/layer: what a key/value cache holds per token and layer, "
+      "n_kv_heads (d_k + d_v).\n",
+      100 * target_acc, same_eval ? fmt::format(" (every {} steps)", eval_every) : std::string(), target_acc);
+  if (!plan.skipped.empty()) {
+    out += "\nSkipped points (invalid, or the same runs as another point):\n\n";
+    for (const SkippedPoint& s : plan.skipped) out += fmt::format("- {}: {}\n", s.point, s.reason);
+  }
+  if (results.size() < plan.runs.size()) {
+    std::string missing;
+    std::size_t k = 0;
+    for (const PlannedRun& r : plan.runs) {
+      const bool done = std::any_of(results.begin(), results.end(), [&](const RunResult& x) { return x.run == &r; });
+      if (done) continue;
+      if (++k <= 20) missing += (missing.empty() ? "" : ", ") + r.id;
+    }
+    out += fmt::format("\nNot finished ({} of {} runs): {}{}\n", plan.runs.size() - results.size(), plan.runs.size(),
+                       missing, k > 20 ? ", ..." : "");
+  }
+  return out;
+}
+
+// ---- plots --------------------------------------------------------------------------
+
+std::string axis_label(const std::string& column) {
+  if (column == "n_heads") return "query heads (n_heads)";
+  if (column == "d_k") return "per-head query/key width d_k";
+  if (column == "n_kv_heads") return "key/value heads (n_kv_heads)";
+  return column;
+}
+
+std::string val_loss_plot(const SweepPlan& plan, const std::vector<RunResult>& results) {
+  svg::Chart chart{.title = "Validation loss during training",
+                   .x = {.label = "step", .scale = svg::Scale::linear, .categories = {}, .ticks = {}},
+                   .y = {.label = "validation loss (nats/token, log scale)", .scale = svg::Scale::log,
+                         .categories = {}, .ticks = {}},
+                   .series = {}};
+  std::vector<std::string> points;
+  for (const PlannedRun& r : plan.runs) {
+    if (points.empty() || points.back() != r.point) points.push_back(r.point);
+  }
+  for (const std::string& point : points) {
+    std::vector<const RunResult*> seeds;
+    for (const RunResult& r : results) {
+      if (r.run->point == point) seeds.push_back(&r);
+    }
+    if (seeds.empty()) continue;
+    svg::Series s{.name = point, .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}};
+    // The steps every seed validated at (the same ones, for one config).
+    for (std::size_t i = 0; i < seeds.front()->curve_steps.size(); ++i) {
+      const double step = seeds.front()->curve_steps[i];
+      double sum = 0, lo = INFINITY, hi = -INFINITY;
+      bool all = true;
+      for (const RunResult* r : seeds) {
+        if (i >= r->curve_steps.size() || r->curve_steps[i] != step) {
+          all = false;
+          break;
+        }
+        sum += r->curve_val_loss[i];
+        lo = std::min(lo, r->curve_val_loss[i]);
+        hi = std::max(hi, r->curve_val_loss[i]);
+      }
+      if (!all) break;
+      s.x.push_back(step);
+      s.y.push_back(sum / static_cast<double>(seeds.size()));
+      s.lo.push_back(lo);
+      s.hi.push_back(hi);
+    }
+    chart.series.push_back(std::move(s));
+  }
+  return svg::render({chart}, "Validation loss vs step (mean over seeds; band: min to max)");
+}
+
+// Final val loss and accuracy against one swept column, a line per combination of
+// the other swept columns.
+std::string final_plot(const SweepPlan& plan, const std::vector<PointSummary>& points, const std::string& column) {
+  const auto col = static_cast<std::size_t>(std::find(plan.columns.begin(), plan.columns.end(), column) -
+                                            plan.columns.begin());
+  std::vector<std::size_t> others;
+  for (const std::string& a : plan.plot_axes) {
+    const auto i = static_cast<std::size_t>(std::find(plan.columns.begin(), plan.columns.end(), a) - plan.columns.begin());
+    if (a != column && i < plan.columns.size()) others.push_back(i);
+  }
+  // Numeric x when every value is a number (log-spaced when they span 8x or more), else categories.
+  std::vector<nlohmann::json> xs;
+  for (const PointSummary& p : points) {
+    if (std::find(xs.begin(), xs.end(), p.values[col]) == xs.end()) xs.push_back(p.values[col]);
+  }
+  const bool numeric = std::all_of(xs.begin(), xs.end(), [](const nlohmann::json& v) { return v.is_number(); });
+  svg::Axis x{.label = axis_label(column), .scale = svg::Scale::linear, .categories = {}, .ticks = {}};
+  if (numeric) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& v : xs) {
+      lo = std::min(lo, v.get<double>());
+      hi = std::max(hi, v.get<double>());
+      x.ticks.push_back(v.get<double>());
+    }
+    std::sort(x.ticks.begin(), x.ticks.end());
+    if (lo > 0 && hi / lo >= 8) {
+      x.scale = svg::Scale::log;
+      x.label += " (log scale)";
+    }
+  } else {
+    for (const auto& v : xs) x.categories.push_back(cell(v));
+  }
+  auto x_of = [&](const nlohmann::json& v) {
+    if (numeric) return v.get<double>();
+    return static_cast<double>(std::find(xs.begin(), xs.end(), v) - xs.begin());
+  };
+
+  std::vector<std::string> keys;  // series, in order of first appearance
+  std::map<std::string, std::vector<const PointSummary*>> members;
+  for (const PointSummary& p : points) {
+    std::string key;
+    for (std::size_t i : others) key += fmt::format("{}{}={}", key.empty() ? "" : ", ", plan.columns[i], cell(p.values[i]));
+    if (key.empty()) key = "mean ± sd over seeds";
+    if (!members.contains(key)) keys.push_back(key);
+    members[key].push_back(&p);
+  }
+  double lo = INFINITY, hi = -INFINITY;
+  for (const PointSummary& p : points) {
+    lo = std::min(lo, p.val_loss.mean);
+    hi = std::max(hi, p.val_loss.mean);
+  }
+  const bool log_loss = lo > 0 && hi / lo > 10;
+  svg::Chart loss{.title = "Final validation loss",
+                  .x = x,
+                  .y = {.label = log_loss ? "final validation loss (nats/token, log scale)"
+                                          : "final validation loss (nats/token)",
+                        .scale = log_loss ? svg::Scale::log : svg::Scale::linear, .categories = {}, .ticks = {}},
+                  .series = {}};
+  svg::Chart acc{.title = "Final validation accuracy",
+                 .x = x,
+                 .y = {.label = "final validation accuracy (%)", .scale = svg::Scale::linear, .categories = {},
+                       .ticks = {}, .floor = 0, .ceiling = 100},
+                 .series = {}};
+  for (const std::string& key : keys) {
+    std::vector<const PointSummary*> ps = members[key];
+    std::stable_sort(ps.begin(), ps.end(),
+                     [&](const PointSummary* a, const PointSummary* b) { return x_of(a->values[col]) < x_of(b->values[col]); });
+    svg::Series l{.name = key, .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}}, a = l;
+    for (const PointSummary* p : ps) {
+      const double xv = x_of(p->values[col]);
+      l.x.push_back(xv);
+      l.y.push_back(p->val_loss.mean);
+      l.err.push_back(std::isfinite(p->val_loss.sd) ? p->val_loss.sd : 0);
+      a.x.push_back(xv);
+      a.y.push_back(100 * p->val_accuracy.mean);
+      a.err.push_back(std::isfinite(p->val_accuracy.sd) ? 100 * p->val_accuracy.sd : 0);
+    }
+    loss.series.push_back(std::move(l));
+    acc.series.push_back(std::move(a));
+  }
+  return svg::render({loss, acc}, fmt::format("Final validation loss and accuracy vs {} (mean; bars: sd over seeds)",
+                                              column));
+}
+
+std::string file_name(const std::string& column) {
+  std::string out = column;
+  for (char& c : out) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '_' && c != '-') c = '_';
+  }
+  return fmt::format("final_vs_{}.svg", out);
+}
+
+}  // namespace
+
+std::vector<RunResult> collect_results(const SweepPlan& plan, const fs::path& dir, double target_acc) {
+  std::vector<RunResult> results;
+  for (const PlannedRun& run : plan.runs) {
+    const fs::path run_dir = dir / "runs" / run.id;
+    const fs::path file = run_dir / "result.json";
+    std::error_code ec;
+    if (!fs::exists(file, ec)) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_text(file));
+    } catch (const nlohmann::json::parse_error& e) {
+      bad(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
+    }
+    RunResult r;
+    r.run = &run;
+    try {
+      r.steps = j.at("steps").get<std::size_t>();
+      r.parameters = j.at("parameters").get<std::size_t>();
+      r.final_train_loss = number_or_nan(j.at("final_train_loss"));
+      r.final_val_loss = number_or_nan(j.at("final_val_loss"));
+      r.final_val_accuracy = number_or_nan(j.at("final_val_accuracy"));
+      r.best_val_accuracy = number_or_nan(j.at("best_val_accuracy"));
+      r.wall_s = number_or_nan(j.at("wall_s"));
+      r.tokens_per_s = number_or_nan(j.at("tokens_per_s"));
+    } catch (const nlohmann::json::exception& e) {
+      bad(fmt::format("{}: {}", file.string(), e.what()));
+    }
+    const AttentionOptions a = attention_options(run.config.model);
+    r.attention_parameters = attention_parameter_count(a);
+    r.kv_floats_per_token = kv_cache_floats_per_token(a);
+    read_curve(run_dir / "metrics.csv", r, target_acc);
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+SeedStats seed_stats(const std::vector<double>& values) {
+  SeedStats s;
+  s.n = values.size();
+  if (s.n == 0) return s;
+  double sum = 0;
+  for (double v : values) sum += v;
+  s.mean = sum / static_cast<double>(s.n);
+  if (s.n >= 2) {
+    double sq = 0;
+    for (double v : values) sq += (v - s.mean) * (v - s.mean);
+    s.sd = std::sqrt(sq / static_cast<double>(s.n - 1));
+  }
+  return s;
+}
+
+bool differs_beyond_noise(const SeedStats& a, const SeedStats& b) {
+  if (a.n < 2 || b.n < 2) return false;
+  const double se = std::sqrt(a.sd * a.sd / static_cast<double>(a.n) + b.sd * b.sd / static_cast<double>(b.n));
+  return std::abs(a.mean - b.mean) > 2 * se;
+}
+
+std::vector<PointSummary> summarize(const SweepPlan& plan, const std::vector<RunResult>& results) {
+  std::vector<PointSummary> points;
+  for (const PlannedRun& run : plan.runs) {
+    if (!points.empty() && points.back().point == run.point) continue;
+    std::vector<double> loss, acc, target;
+    const RunResult* first = nullptr;
+    for (const RunResult& r : results) {
+      if (r.run->point != run.point) continue;
+      first = first ? first : &r;
+      loss.push_back(r.final_val_loss);
+      acc.push_back(r.final_val_accuracy);
+      if (r.steps_to_target) target.push_back(static_cast<double>(*r.steps_to_target));
+    }
+    if (!first) continue;
+    PointSummary p;
+    p.point = run.point;
+    p.values = run.values;
+    p.seeds = loss.size();
+    p.val_loss = seed_stats(loss);
+    p.val_accuracy = seed_stats(acc);
+    p.steps_to_target = seed_stats(target);
+    p.parameters = first->parameters;
+    p.attention_parameters = first->attention_parameters;
+    p.kv_floats_per_token = first->kv_floats_per_token;
+    points.push_back(std::move(p));
+  }
+  if (points.empty()) return points;
+  auto best_loss = points.begin(), best_acc = points.begin();
+  for (auto it = points.begin(); it != points.end(); ++it) {
+    if (it->val_loss.mean < best_loss->val_loss.mean) best_loss = it;
+    if (it->val_accuracy.mean > best_acc->val_accuracy.mean) best_acc = it;
+  }
+  for (PointSummary& p : points) {  // ties are all best
+    p.best_loss = p.val_loss.mean == best_loss->val_loss.mean;
+    p.best_accuracy = p.val_accuracy.mean == best_acc->val_accuracy.mean;
+  }
+  for (PointSummary& p : points) {
+    p.loss_differs = !p.best_loss && differs_beyond_noise(p.val_loss, best_loss->val_loss);
+    p.accuracy_differs = !p.best_accuracy && differs_beyond_noise(p.val_accuracy, best_acc->val_accuracy);
+  }
+  return points;
+}
+
+std::string write_reports(const SweepPlan& plan, const fs::path& dir, double target_acc) {
+  const std::vector<RunResult> results = collect_results(plan, dir, target_acc);
+  const std::vector<PointSummary> points = summarize(plan, results);
+  const Table table = summary_table(plan, points, target_acc);
+  const std::string about = describe(plan);
+  const std::string notes = footer(plan, results, target_acc);
+
+  write_file_atomically(dir / "results.csv", results_csv(plan, results));
+  const std::string summary = fmt::format("# headroom ablate: {}\n\n{}\n{}\n{}", dir.filename().string(), about,
+                                          points.empty() ? std::string("No run has finished yet.\n") : markdown(table),
+                                          notes);
+  write_file_atomically(dir / "summary.md", summary);
+
+  std::vector<std::pair<std::string, std::string>> plots;  // file, svg
+  if (!results.empty()) {
+    plots.emplace_back("val_loss.svg", val_loss_plot(plan, results));
+    for (const std::string& column : plan.plot_axes) plots.emplace_back(file_name(column), final_plot(plan, points, column));
+  }
+  for (const auto& [file, text] : plots) write_file_atomically(dir / file, text);
+
+  std::string html = fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>headroom ablate: {0}</title>\n"
+      "<style>\nbody {{ font-family: sans-serif; margin: 2em; color: #222; }}\n"
+      "table {{ border-collapse: collapse; margin: 1em 0; }}\n"
+      "th, td {{ border: 1px solid #ccc; padding: 3px 8px; text-align: right; }}\n"
+      "th {{ background: #f3f3f3; }}\ntd:first-child {{ text-align: left; font-family: monospace; }}\n"
+      ".notes {{ max-width: 60em; color: #444; white-space: pre-wrap; }}\nfigure {{ margin: 1.5em 0; }}\n"
+      "</style>\n</head>\n<body>\n<h1>headroom ablate: {0}</h1>\n<p>{1}</p>\n<h2>Summary</h2>\n{2}"
+      "<div class=\"notes\">{3}</div>\n<h2>Plots</h2>\n",
+      svg::escape(dir.filename().string()), svg::escape(about),
+      points.empty() ? std::string("<p>No run has finished yet.</p>\n") : html_table(table), svg::escape(notes));
+  for (const auto& [file, text] : plots) html += fmt::format("<figure>\n{}<figcaption>{}</figcaption>\n</figure>\n", text, file);
+  html += "</body>\n</html>\n";
+  write_file_atomically(dir / "report.html", html);
+  return summary;
+}
+
+}  // namespace headroom::cli

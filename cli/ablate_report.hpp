@@ -1,0 +1,80 @@
+// What `headroom ablate` makes of its finished runs:
+//
+//     DIR/results.csv            one row per finished run, in grid order
+//     DIR/summary.md             one row per grid point: mean and sd over seeds, noise marks
+//     DIR/val_loss.svg           validation loss against step, per point (band: min to max over seeds)
+//     DIR/final_vs_<axis>.svg    final val loss and accuracy against each swept axis (bars: sd)
+//     DIR/report.html            the summary table and every plot on one page
+//
+// All of it is rebuilt from DIR/sweep.json and the runs' result.json and
+// metrics.csv, so a merged directory reports exactly as an unsharded one.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/ablate.hpp"
+
+namespace headroom::cli {
+
+struct RunResult {
+  const PlannedRun* run = nullptr;
+  std::size_t steps = 0;
+  std::size_t parameters = 0;            // every trainable parameter
+  std::size_t attention_parameters = 0;  // per layer: q, k, v and out projections, biases included
+  std::size_t kv_floats_per_token = 0;   // per layer: n_kv_heads (d_k + d_v)
+  double final_train_loss = NAN;
+  double final_val_loss = NAN;
+  double final_val_accuracy = NAN;
+  double best_val_accuracy = NAN;
+  std::optional<std::size_t> steps_to_target;  // first validation step with accuracy >= the target
+  double wall_s = NAN;
+  double tokens_per_s = NAN;
+  std::vector<double> curve_steps, curve_val_loss;  // metrics.csv's validation rows
+};
+
+// The finished runs of the plan found in DIR (result.json and metrics.csv), in grid
+// order. A malformed result.json or metrics.csv is a std::invalid_argument naming it.
+std::vector<RunResult> collect_results(const SweepPlan& plan, const std::filesystem::path& dir, double target_acc);
+
+// Mean and sample standard deviation (n - 1 in the denominator; NaN below 2 values).
+struct SeedStats {
+  std::size_t n = 0;
+  double mean = NAN;
+  double sd = NAN;
+};
+SeedStats seed_stats(const std::vector<double>& values);
+
+// The noise rule of summary.md: two points differ beyond seed noise when
+//     |mean_a - mean_b| > 2 sqrt(sd_a^2 / n_a + sd_b^2 / n_b),
+// two standard errors of the difference of the means (Welch). False when either
+// point has fewer than 2 seeds: then the noise is unknown.
+bool differs_beyond_noise(const SeedStats& a, const SeedStats& b);
+
+struct PointSummary {
+  std::string point;
+  std::vector<nlohmann::json> values;  // the plan's columns
+  std::size_t seeds = 0;               // finished runs pooled here
+  SeedStats val_loss, val_accuracy;
+  SeedStats steps_to_target;           // over the seeds that reached the target
+  std::size_t parameters = 0, attention_parameters = 0, kv_floats_per_token = 0;
+  bool loss_differs = false, accuracy_differs = false;  // from the best point, beyond noise
+  bool best_loss = false, best_accuracy = false;
+};
+
+// One row per grid point with a finished run, in grid order, with the noise marks
+// against the point of lowest mean val loss and the one of highest mean accuracy
+// (points tied with it are best too).
+std::vector<PointSummary> summarize(const SweepPlan& plan, const std::vector<RunResult>& results);
+
+// Writes results.csv, summary.md, the plots and report.html into DIR (each file
+// atomically) and returns summary.md's text.
+std::string write_reports(const SweepPlan& plan, const std::filesystem::path& dir, double target_acc);
+
+}  // namespace headroom::cli

@@ -1,0 +1,454 @@
+// `headroom ablate`: the grid, the flag parsers and the noise rule as functions, then
+// tiny sweeps end to end through the binary: the files, skipping finished runs,
+// redoing and resuming unfinished ones, shards and their merge, invalid points,
+// Ctrl-C, and one-line errors that leave nothing behind.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include "cli/ablate.hpp"
+#include "cli/ablate_report.hpp"
+#include "cli_runner.hpp"
+
+namespace fs = std::filesystem;
+namespace hc = headroom::cli;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> fields(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  std::string cell;
+  while (std::getline(in, cell, ',')) out.push_back(cell);
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+// results.csv without its two timing columns (wall_s, tokens_per_s), which differ
+// between any two runs of the same config.
+std::string without_timing(const fs::path& csv) {
+  std::string out;
+  for (const std::string& line : lines_of(read_file(csv))) {
+    std::vector<std::string> f = fields(line);
+    REQUIRE(f.size() >= 2);
+    f.resize(f.size() - 2);
+    for (const std::string& c : f) out += c + ",";
+    out += "\n";
+  }
+  return out;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("headroom_ablate_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+// The tiny sweep of the end-to-end tests: 2 head counts x 2 seeds, ~0.1 s a run.
+const std::string kTiny =
+    "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 30 --warmup 5 --eval-every 10 "
+    "--save-every 10 --heads 2,4 --dk auto --seeds 2 --jobs 2";
+
+hc::TrainConfig tiny_base() {
+  hc::TrainConfig c;
+  c.data = {.task = "copy", .text = "", .seq_len = 6, .vocab = 8};
+  c.model.d_model = 16;
+  c.optim.steps = 30;
+  c.optim.warmup = 5;
+  return c;
+}
+
+}  // namespace
+
+// ---- the grid and the flags, as functions ----------------------------------------
+
+TEST_CASE("ablate grid: the cartesian product of the axes and seeds, in order, with readable ids") {
+  hc::SweepSpec spec{.base = tiny_base(),
+                     .axes = {hc::parse_count_axis("--heads", "n_heads", "1,2", false),
+                              hc::parse_count_axis("--dk", "d_k", "auto", true), hc::parse_sweep_flag("lr=0.001,0.003")},
+                     .seeds = {0, 7}};
+  const hc::SweepPlan plan = hc::plan_sweep(spec);
+  CHECK(plan.skipped.empty());
+  CHECK(plan.columns == std::vector<std::string>{"n_heads", "d_k", "n_kv_heads", "lr"});
+  CHECK(plan.plot_axes == std::vector<std::string>{"n_heads", "lr"});  // --dk auto is one label
+  std::vector<std::string> ids;
+  for (const hc::PlannedRun& r : plan.runs) ids.push_back(r.id);
+  CHECK(ids == std::vector<std::string>{"h1-dk16-lr0.001-s0", "h1-dk16-lr0.001-s7", "h1-dk16-lr0.003-s0",
+                                        "h1-dk16-lr0.003-s7", "h2-dk8-lr0.001-s0", "h2-dk8-lr0.001-s7",
+                                        "h2-dk8-lr0.003-s0", "h2-dk8-lr0.003-s7"});
+  const hc::PlannedRun& r = plan.runs[6];
+  CHECK(r.point == "h2-dk8-lr0.003");
+  CHECK(r.config.model.n_heads == 2);
+  CHECK(r.config.model.d_k == 8);   // finalized: auto resolved
+  CHECK(r.config.model.vocab == 8);  // from the data
+  CHECK(r.config.optim.lr == 0.003);
+  CHECK(r.config.optim.seed == 0);
+  CHECK(r.values.size() == 4);
+  CHECK(r.values[3] == 0.003);
+  // sweep.json round-trips.
+  const hc::SweepPlan back = hc::sweep_plan_from_json(hc::to_json(plan), "test");
+  CHECK(hc::to_json(back) == hc::to_json(plan));
+}
+
+TEST_CASE("ablate grid: invalid and duplicate points are skipped with the reason") {
+  hc::SweepSpec spec{.base = tiny_base(),
+                     .axes = {hc::parse_count_axis("--heads", "n_heads", "2,3", false),
+                              hc::parse_count_axis("--dk", "d_k", "8,auto", true),
+                              hc::parse_count_axis("--kv-heads", "n_kv_heads", "1,2", false)},
+                     .seeds = {0}};
+  const hc::SweepPlan plan = hc::plan_sweep(spec);
+  std::vector<std::string> ids;
+  for (const hc::PlannedRun& r : plan.runs) ids.push_back(r.id);
+  // h3 with d_k 8 is valid (d_k given); with kv 2 it is not (3 heads over 2 kv heads).
+  CHECK(ids == std::vector<std::string>{"h2-dk8-kv1-s0", "h2-dk8-kv2-s0", "h3-dk8-kv1-s0"});
+  REQUIRE(plan.skipped.size() == 5);
+  CHECK(plan.skipped[0].point == "n_heads=2 d_k=auto n_kv_heads=1");
+  CHECK(plan.skipped[0].reason.find("the same runs as n_heads=2 d_k=8 n_kv_heads=1") != std::string::npos);
+  CHECK(plan.skipped[2].point == "n_heads=3 d_k=8 n_kv_heads=2");
+  CHECK(plan.skipped[2].reason.find("n_heads=3 is not a multiple of n_kv_heads=2") != std::string::npos);
+  CHECK(plan.skipped[3].point == "n_heads=3 d_k=auto n_kv_heads=1");
+  CHECK(plan.skipped[3].reason.find("d_model=16 is not a multiple of n_heads=3") != std::string::npos);
+
+  // Two spellings of one value are one point.
+  spec.axes = {hc::parse_sweep_flag("lr=0.001,1e-3")};
+  const hc::SweepPlan same = hc::plan_sweep(spec);
+  CHECK(same.runs.size() == 1);
+  REQUIRE(same.skipped.size() == 1);
+  CHECK(same.skipped[0].reason == "the same runs as lr=0.001 (h4-dk4-lr0.001)");
+
+  spec.axes = {hc::parse_count_axis("--heads", "n_heads", "3,5", false)};
+  CHECK_THROWS_WITH_AS(hc::plan_sweep(spec), doctest::Contains("none of the 2 points of the grid is valid"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("ablate flags: lists, --sweep keys and values, seeds and shards are checked") {
+  CHECK_THROWS_WITH_AS(hc::parse_count_axis("--heads", "n_heads", "0,x", false),
+                       doctest::Contains("comma-separated list of whole numbers >= 1, got '0,x'"), std::invalid_argument);
+  CHECK_THROWS_WITH(hc::parse_count_axis("--heads", "n_heads", "2,2", false), doctest::Contains("listed twice"));
+  CHECK_THROWS(hc::parse_count_axis("--heads", "n_heads", "auto", false));
+  CHECK(hc::parse_count_axis("--dk", "d_k", "8,auto", true).values == std::vector<nlohmann::json>{8, 0});
+
+  const hc::SweepAxis norm = hc::parse_sweep_flag("norm=pre,post");
+  CHECK(norm.section == "model");
+  CHECK(norm.values == std::vector<nlohmann::json>{"pre", "post"});
+  const hc::SweepAxis lr = hc::parse_sweep_flag("train.lr=1e-3,0.01");
+  CHECK(lr.section == "train");
+  CHECK(lr.labels == std::vector<std::string>{"1e-3", "0.01"});
+  CHECK(hc::parse_sweep_flag("vocab=8,12").section == "data");
+  CHECK_THROWS_WITH(hc::parse_sweep_flag("nokey"), doctest::Contains("expected KEY=V1,V2,..."));
+  CHECK_THROWS_WITH(hc::parse_sweep_flag("unknown_key=1"), doctest::Contains("unknown key 'unknown_key'"));
+  CHECK_THROWS_WITH(hc::parse_sweep_flag("lr=abc"), doctest::Contains("'train.lr' must be a number"));
+  CHECK_THROWS_WITH(hc::parse_sweep_flag("norm=middle"), doctest::Contains("norm must be 'pre' or 'post'"));
+  CHECK_THROWS_WITH(hc::parse_sweep_flag("lr=0.1,"), doctest::Contains("empty value"));
+  CHECK_THROWS_WITH(hc::parse_sweep_flag("n_heads=1,2"), doctest::Contains("with --heads"));
+  CHECK_THROWS_WITH(hc::parse_sweep_flag("seed=1,2"), doctest::Contains("with --seeds"));
+
+  CHECK(hc::parse_seeds("3") == std::vector<std::uint64_t>{0, 1, 2});
+  CHECK(hc::parse_seeds("0,5,9") == std::vector<std::uint64_t>{0, 5, 9});
+  CHECK(hc::parse_seeds("7,") == std::vector<std::uint64_t>{7});
+  CHECK_THROWS(hc::parse_seeds("0"));
+  CHECK_THROWS(hc::parse_seeds("1,1"));
+  CHECK_THROWS(hc::parse_seeds("x"));
+
+  const hc::Shard s = hc::parse_shard("2/3");
+  CHECK((s.index == 2 && s.count == 3));
+  CHECK((!s.has(0) && s.has(1) && !s.has(2) && s.has(4)));
+  CHECK_THROWS_WITH(hc::parse_shard("3/2"), doctest::Contains("K must be from 1 to N"));
+  CHECK_THROWS(hc::parse_shard("0/2"));
+  CHECK_THROWS(hc::parse_shard("1-2"));
+}
+
+// ---- the noise rule ----------------------------------------------------------------
+
+TEST_CASE("noise rule: a point differs from the best when the means are over two standard errors apart") {
+  const hc::SeedStats s = hc::seed_stats({1.0, 2.0, 3.0});
+  CHECK(s.n == 3);
+  CHECK(s.mean == doctest::Approx(2.0));
+  CHECK(s.sd == doctest::Approx(1.0));  // sample sd: n - 1 in the denominator
+  CHECK(std::isnan(hc::seed_stats({4.0}).sd));
+
+  // se = sqrt(0.01/3 + 0.01/3) = 0.0816, so the threshold is 0.163.
+  const hc::SeedStats best{.n = 3, .mean = 1.0, .sd = 0.1};
+  CHECK(hc::differs_beyond_noise(hc::SeedStats{.n = 3, .mean = 1.17, .sd = 0.1}, best));
+  CHECK_FALSE(hc::differs_beyond_noise(hc::SeedStats{.n = 3, .mean = 1.16, .sd = 0.1}, best));
+  CHECK(hc::differs_beyond_noise(hc::SeedStats{.n = 3, .mean = 0.83, .sd = 0.1}, best));  // either side
+  // Unequal sizes and spreads (Welch): sqrt(0.04/2 + 0.01/4) = 0.15, threshold 0.3.
+  CHECK(hc::differs_beyond_noise(hc::SeedStats{.n = 2, .mean = 1.31, .sd = 0.2}, hc::SeedStats{.n = 4, .mean = 1.0, .sd = 0.1}));
+  CHECK_FALSE(hc::differs_beyond_noise(hc::SeedStats{.n = 2, .mean = 1.29, .sd = 0.2}, hc::SeedStats{.n = 4, .mean = 1.0, .sd = 0.1}));
+  // No noise estimate with one seed: never marked.
+  CHECK_FALSE(hc::differs_beyond_noise(hc::SeedStats{.n = 1, .mean = 9.0, .sd = NAN}, best));
+  // Zero spread on both sides: any difference is beyond noise, none is not.
+  CHECK(hc::differs_beyond_noise(hc::SeedStats{.n = 2, .mean = 0.99, .sd = 0}, hc::SeedStats{.n = 2, .mean = 1.0, .sd = 0}));
+  CHECK_FALSE(hc::differs_beyond_noise(hc::SeedStats{.n = 2, .mean = 1.0, .sd = 0}, hc::SeedStats{.n = 2, .mean = 1.0, .sd = 0}));
+}
+
+TEST_CASE("summary: one row per point, the best marked, points beyond noise of the best starred") {
+  hc::SweepPlan plan;
+  plan.columns = {"n_heads", "d_k", "n_kv_heads"};
+  plan.seeds = {0, 1, 2};
+  const std::vector<std::vector<double>> losses = {{0.50, 0.52, 0.48}, {0.10, 0.12, 0.08}, {0.14, 0.11, 0.09}};
+  for (std::size_t p = 0; p < losses.size(); ++p) {
+    for (std::uint64_t seed = 0; seed < 3; ++seed) {
+      plan.runs.push_back({.id = fmt::format("p{}-s{}", p, seed), .point = fmt::format("p{}", p), .seed = seed,
+                           .values = {1, 16, 1}, .config = {}});
+    }
+  }
+  std::vector<hc::RunResult> results;
+  for (std::size_t i = 0; i < plan.runs.size(); ++i) {
+    hc::RunResult r;
+    r.run = &plan.runs[i];
+    r.final_val_loss = losses[i / 3][i % 3];
+    r.final_val_accuracy = 1.0 - r.final_val_loss;
+    if (i / 3 != 0) r.steps_to_target = 100 * (i % 3 + 1);
+    results.push_back(r);
+  }
+  const std::vector<hc::PointSummary> points = hc::summarize(plan, results);
+  REQUIRE(points.size() == 3);
+  CHECK(points[1].best_loss);
+  CHECK(points[1].best_accuracy);
+  CHECK(points[0].loss_differs);        // 0.50 vs 0.10, sd 0.02 each
+  CHECK_FALSE(points[2].loss_differs);  // 0.113 vs 0.10: within noise
+  CHECK(points[0].accuracy_differs);
+  CHECK(points[1].steps_to_target.mean == doctest::Approx(200));
+  CHECK(points[0].steps_to_target.n == 0);
+  CHECK(points[2].val_loss.mean == doctest::Approx((0.14 + 0.11 + 0.09) / 3));
+}
+
+// ---- end to end, through the binary -------------------------------------------------
+
+TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plots and report") {
+  const fs::path dir = fresh_dir("e2e");
+  const CliResult r = run_headroom(kTiny + " --out " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("4 runs (2 points x 2 seeds)") != std::string::npos);
+  CHECK(r.output.find("[4/4]") != std::string::npos);  // plain progress lines when not a terminal
+
+  for (const char* id : {"h2-dk8-s0", "h2-dk8-s1", "h4-dk4-s0", "h4-dk4-s1"}) {
+    CAPTURE(id);
+    for (const char* file : {"config.json", "metrics.csv", "result.json", "model.safetensors"}) {
+      CHECK_MESSAGE(fs::exists(dir / "runs" / id / file), file);
+    }
+  }
+  const std::vector<std::string> csv = lines_of(read_file(dir / "results.csv"));
+  REQUIRE(csv.size() == 5);
+  CHECK(csv[0] == "run,n_heads,d_k,n_kv_heads,seed,parameters,attention_parameters_per_layer,"
+                  "kv_floats_per_token_per_layer,final_train_loss,final_val_loss,final_val_accuracy,best_val_accuracy,"
+                  "steps_to_target,wall_s,tokens_per_s");
+  const std::vector<std::string> row = fields(csv[3]);
+  REQUIRE(row.size() == 15);
+  CHECK(row[0] == "h4-dk4-s0");
+  CHECK(row[1] == "4");
+  CHECK(row[2] == "4");
+  CHECK(row[4] == "0");
+  // 4 projections of (16 x 16) plus their biases, whatever the head count; KV: 4 heads x (4 + 4).
+  CHECK(row[6] == "1088");
+  CHECK(row[7] == "32");
+  CHECK(std::stod(row[9]) > 0);
+  CHECK(std::stod(row[10]) >= 0);
+  CHECK(std::stod(row[13]) > 0);
+
+  const std::string summary = read_file(dir / "summary.md");
+  std::size_t table_rows = 0;
+  for (const std::string& line : lines_of(summary)) table_rows += line.rfind("| h", 0) == 0 ? 1 : 0;
+  CHECK(table_rows == 2);
+  CHECK(summary.find("2 sqrt(sd_a^2/n_a + sd_b^2/n_b)") != std::string::npos);
+  CHECK(r.output.find("| h2-dk8 ") != std::string::npos);  // the table is printed too
+
+  for (const char* plot : {"val_loss.svg", "final_vs_n_heads.svg"}) {
+    CAPTURE(plot);
+    const std::string svg = read_file(dir / plot);
+    CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+    CHECK(svg.find("<title>") != std::string::npos);
+    CHECK(svg.find("</svg>") != std::string::npos);
+    CHECK(svg.find("<polyline") != std::string::npos);
+    const bool legend = svg.find("h2-dk8") != std::string::npos || svg.find("mean ± sd") != std::string::npos;
+    CHECK(legend);
+  }
+  CHECK(read_file(dir / "val_loss.svg").find(">step</text>") != std::string::npos);
+  CHECK(read_file(dir / "val_loss.svg").find("validation loss (nats/token") != std::string::npos);
+  CHECK(read_file(dir / "final_vs_n_heads.svg").find("query heads (n_heads)") != std::string::npos);
+  CHECK(read_file(dir / "final_vs_n_heads.svg").find("final validation accuracy (%)") != std::string::npos);
+  const std::string html = read_file(dir / "report.html");
+  CHECK(html.find("<table>") != std::string::npos);
+  CHECK(html.find("<svg") != std::string::npos);
+
+  const std::string before = read_file(dir / "results.csv");
+  SUBCASE("running it again skips every finished run") {
+    const CliResult again = run_headroom(kTiny + " --out " + dir.string());
+    INFO(again.output);
+    CHECK(again.status == 0);
+    CHECK(again.output.find("4 finished before (skipped), 0 to run") != std::string::npos);
+    CHECK(read_file(dir / "results.csv") == before);
+  }
+  SUBCASE("a run without result.json is redone, and only that one") {
+    fs::remove(dir / "runs" / "h2-dk8-s1" / "result.json");
+    const CliResult again = run_headroom(kTiny + " --out " + dir.string());
+    INFO(again.output);
+    CHECK(again.status == 0);
+    CHECK(again.output.find("3 finished before (skipped), 1 to run") != std::string::npos);
+    CHECK(again.output.find("] h2-dk8-s1: val loss") != std::string::npos);
+    CHECK(again.output.find("] h2-dk8-s0:") == std::string::npos);
+    CHECK(without_timing(dir / "results.csv") == [&] {
+      fs::path old = dir / "old.csv";
+      std::ofstream(old) << before;
+      return without_timing(old);
+    }());
+  }
+  SUBCASE("an interrupted run resumes from its newest checkpoint and ends as if never stopped") {
+    const fs::path run = dir / "runs" / "h4-dk4-s1";
+    fs::remove(run / "result.json");
+    fs::remove(run / "model.safetensors");
+    fs::remove_all(run / "checkpoints" / "step-00000030");  // as if stopped after step 20
+    REQUIRE(fs::exists(run / "checkpoints" / "step-00000020"));
+    const CliResult again = run_headroom(kTiny + " --out " + dir.string());
+    INFO(again.output);
+    CHECK(again.status == 0);
+    CHECK(again.output.find("(1 resumed from checkpoints)") != std::string::npos);
+    CHECK(again.output.find("h4-dk4-s1: resuming from its checkpoint at step 20") != std::string::npos);
+    std::ofstream(dir / "old.csv") << before;
+    CHECK(without_timing(dir / "results.csv") == without_timing(dir / "old.csv"));
+  }
+  SUBCASE("another sweep in the same directory is refused") {
+    const CliResult other = run_headroom(kTiny + " --lr 0.01 --out " + dir.string());
+    INFO(other.output);
+    CHECK(other.status == 2);
+    CHECK(count_lines(other.output) == 1);
+    CHECK(other.output.find("holds a different sweep (runs[\"h2-dk8-s0\"].config.train.lr: 0.003 there, 0.01 here)") !=
+          std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("headroom ablate: two shards merged give the unsharded results") {
+  const fs::path whole = fresh_dir("whole"), a = fresh_dir("shard1"), b = fresh_dir("shard2"), merged = fresh_dir("merged");
+  REQUIRE(run_headroom(kTiny + " -q --out " + whole.string()).status == 0);
+  const CliResult r1 = run_headroom(kTiny + " --shard 1/2 --out " + a.string());
+  INFO(r1.output);
+  REQUIRE(r1.status == 0);
+  CHECK(r1.output.find("2 runs in this shard (1/2)") != std::string::npos);
+  CHECK(fs::exists(a / "runs" / "h2-dk8-s0" / "result.json"));
+  CHECK_FALSE(fs::exists(a / "runs" / "h2-dk8-s1"));
+  CHECK(lines_of(read_file(a / "results.csv")).size() == 3);
+  REQUIRE(run_headroom(kTiny + " --shard 2/2 --out " + b.string()).status == 0);
+
+  const CliResult m = run_headroom("ablate --merge " + a.string() + " " + b.string() + " --out " + merged.string());
+  INFO(m.output);
+  REQUIRE(m.status == 0);
+  CHECK(m.output.find("4 runs brought in, 0 already there, 4 of 4 finished") != std::string::npos);
+  CHECK(without_timing(merged / "results.csv") == without_timing(whole / "results.csv"));
+  CHECK(fs::exists(merged / "report.html"));
+  CHECK(fs::exists(merged / "runs" / "h4-dk4-s1" / "metrics.csv"));
+
+  // A merge refuses directories of different sweeps and flags that would define one.
+  const CliResult mixed = run_headroom(kTiny + " --lr 0.01 -q --out " + (merged / "other").string());
+  REQUIRE(mixed.status == 0);
+  const CliResult refused = run_headroom("ablate --merge " + a.string() + " " + (merged / "other").string() +
+                                         " --out " + (merged / "m2").string());
+  CHECK(refused.status == 2);
+  CHECK(refused.output.find("hold different sweeps") != std::string::npos);
+  CHECK_FALSE(fs::exists(merged / "m2"));
+  const CliResult flags = run_headroom("ablate --merge " + a.string() + " --heads 2 --out " + (merged / "m3").string());
+  CHECK(flags.status == 2);
+  CHECK(flags.output.find("excludes") != std::string::npos);
+  for (const fs::path& d : {whole, a, b, merged}) fs::remove_all(d);
+}
+
+TEST_CASE("headroom ablate: an invalid combination is listed and skipped, the rest runs") {
+  const fs::path dir = fresh_dir("invalid");
+  const CliResult r = run_headroom(
+      "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 10 --warmup 2 --eval-every 5 "
+      "--heads 2,3 --dk auto --seeds 1 --out " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("skipped n_heads=3 d_k=auto: ") != std::string::npos);
+  CHECK(r.output.find("d_model=16 is not a multiple of n_heads=3") != std::string::npos);
+  CHECK(lines_of(read_file(dir / "results.csv")).size() == 2);
+  CHECK(read_file(dir / "summary.md").find("- n_heads=3 d_k=auto: ") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("headroom ablate: bad flags get one line and exit status 2, and write nothing") {
+  const fs::path dir = fresh_dir("bad");
+  struct Bad {
+    std::string args;
+    const char* says;
+  };
+  const std::string out = " --out " + dir.string();
+  const Bad cases[] = {
+      {"ablate --heads 0,x" + out, "--heads: expected a comma-separated list of whole numbers >= 1, got '0,x'"},
+      {"ablate --dk 8,big" + out, "--dk: expected a comma-separated list of whole numbers >= 1 or auto"},
+      {"ablate --kv-heads 2,2" + out, "--kv-heads: 2 is listed twice in '2,2'"},
+      {"ablate --sweep nokey" + out, "--sweep: expected KEY=V1,V2,... (a config.json key), got 'nokey'"},
+      {"ablate --sweep unknown_key=1" + out, "--sweep: unknown key 'unknown_key' (model: "},
+      {"ablate --sweep lr=fast" + out, "'train.lr' must be a number, got \"fast\""},
+      {"ablate --sweep lr=0.1 --sweep lr=0.2" + out, "--sweep lr is given twice"},
+      {"ablate --shard 3/2" + out, "--shard: K must be from 1 to N in K/N, got '3/2'"},
+      {"ablate --seeds 0" + out, "--seeds: expected a count N"},
+      {"ablate --jobs 0" + out, "--jobs: must be a whole number from 1"},
+      {"ablate --heads 4", "--out is required"},
+      {"ablate --heads 3,5 --dk auto" + out, "none of the 2 points of the grid is valid"},
+      {"ablate --steps 0" + out, "steps must be positive, got 0"},
+      {"ablate --seed 3" + out, "--seed"},
+      {"ablate --merge " + dir.string() + "/nothing" + out, "is not a headroom ablate directory"},
+  };
+  for (const Bad& bad : cases) {
+    const CliResult r = run_headroom(bad.args);
+    INFO("headroom " << bad.args << "\n" << r.output);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.output) == 1);
+    CHECK(r.output.find(bad.says) != std::string::npos);
+    CHECK_FALSE(fs::exists(dir));
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("headroom ablate: Ctrl-C stops every running run with a checkpoint and exits 130") {
+  const fs::path dir = fresh_dir("sigint");
+  // Runs that would take hours; SIGINT once both have started (their metrics.csv is
+  // written before the first step), as a terminal's Ctrl-C would send it.
+  const std::string d = dir.string();
+  const std::string script = fmt::format(
+      "{} ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 10000000 --schedule constant "
+      "--eval-every 1000000 --save-every 0 --heads 1,2 --seeds 1 --jobs 2 --out {} & pid=$!; n=0; "
+      "while [ ! -f {}/runs/h1-dk16-s0/metrics.csv ] || [ ! -f {}/runs/h2-dk8-s0/metrics.csv ]; do "
+      "sleep 0.1; n=$((n+1)); [ $n -gt 600 ] && break; done; sleep 0.5; kill -INT $pid; wait $pid",
+      HEADROOM_BIN, d, d, d);
+  const CliResult r = run_program("sh -c", "'" + script + "'");
+  INFO(r.output);
+  CHECK(r.status == 130);
+  CHECK(r.output.find("interrupted: 2 runs stopped with a checkpoint, 0 finished") != std::string::npos);
+  for (const char* id : {"h1-dk16-s0", "h2-dk8-s0"}) {
+    CAPTURE(id);
+    CHECK_FALSE(fs::exists(dir / "runs" / id / "result.json"));
+    bool checkpoint = false;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir / "runs" / id / "checkpoints", ec)) {
+      checkpoint = checkpoint || fs::exists(e.path() / "train_state.safetensors");
+    }
+    CHECK(checkpoint);
+  }
+  fs::remove_all(dir);
+}
