@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/svg.hpp"
-#include "nn/attention.hpp"
+#include "nn/transformer.hpp"
 #include "nn/safetensors.hpp"
 
 namespace headroom::cli {
@@ -29,18 +29,6 @@ std::string read_text(const fs::path& file) {
 }
 
 double number_or_nan(const nlohmann::json& v) { return v.is_number() ? v.get<double>() : NAN; }
-
-AttentionOptions attention_options(const ModelConfig& m) {
-  return AttentionOptions{.d_model = m.d_model,
-                          .n_heads = m.n_heads,
-                          .d_k = m.d_k,
-                          .d_v = m.d_v,
-                          .n_kv_heads = m.n_kv_heads,
-                          .head_combine = m.head_combine,
-                          .causal = m.causal,
-                          .bias = m.bias,
-                          .attn_scale = m.attn_scale};
-}
 
 // The validation rows of a run's metrics.csv: step, val_loss, val_accuracy.
 void read_curve(const fs::path& file, RunResult& r, double target_acc) {

@@ -7,6 +7,18 @@
 
 namespace headroom {
 
+AttentionOptions attention_options(const ModelConfig& c) {
+  return AttentionOptions{.d_model = c.d_model,
+                          .n_heads = c.n_heads,
+                          .d_k = c.d_k,
+                          .d_v = c.d_v,
+                          .n_kv_heads = c.n_kv_heads,
+                          .head_combine = c.head_combine,
+                          .causal = c.causal,
+                          .bias = c.bias,
+                          .attn_scale = c.attn_scale};
+}
+
 template <typename T>
 TransformerBlock<T>::TransformerBlock(const BlockOptions& options, Rng& rng)
     : norm_(options.norm),
@@ -51,16 +63,7 @@ TransformerLM<T>::TransformerLM(const ModelConfig& config, Rng& rng)
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layers));
   for (std::size_t i = 0; i < c.n_layers; ++i) {
     BlockOptions b{
-        .attention = {.d_model = c.d_model,
-                      .n_heads = c.n_heads,
-                      .d_k = c.d_k,
-                      .d_v = c.d_v,
-                      .n_kv_heads = c.n_kv_heads,
-                      .head_combine = c.head_combine,
-                      .causal = c.causal,
-                      .bias = c.bias,
-                      .attn_scale = c.attn_scale,
-                      .out_init_std = residual_std},
+        .attention = attention_options(c),
         .ffn = {.d_model = c.d_model,
                 .d_ff = c.d_ff,
                 .activation = c.activation,
@@ -68,6 +71,7 @@ TransformerLM<T>::TransformerLM(const ModelConfig& config, Rng& rng)
                 .out_init_std = residual_std},
         .norm = c.norm,
         .ln_eps = c.ln_eps};
+    b.attention.out_init_std = residual_std;
     blocks_.push_back(std::make_unique<TransformerBlock<T>>(b, rng));
     this->register_module(fmt::format("blocks.{}", i), *blocks_.back());
   }

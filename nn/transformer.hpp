@@ -44,6 +44,10 @@ class TransformerBlock : public Module<T> {
   FeedForward<T> ffn_;
 };
 
+// The attention options every block of a model with this (resolved) config uses,
+// with the default output initialisation (TransformerLM scales it per depth).
+AttentionOptions attention_options(const ModelConfig& config);
+
 template <typename T>
 class TransformerLM : public Module<T> {
  public:
