@@ -1,7 +1,5 @@
 // `headroom ablate`: train a grid of models over head count, per-head width and any
 // other setting, several seeds each, and report a table and plots (cli/ablate.hpp).
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -13,6 +11,7 @@
 #include "cli/ablate.hpp"
 #include "cli/ablate_report.hpp"
 #include "cli/commands.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/train_flags.hpp"
 #include "cli/validators.hpp"
 
@@ -32,16 +31,6 @@ struct AblateFlags : TrainFlags {
   double target_acc = 0.99;
   bool quiet = false;
 };
-
-// Set by SIGINT; every running run polls it after each step, saves a checkpoint and
-// stops, and no new run starts. A second Ctrl-C gets the default action.
-std::atomic<bool> g_interrupted{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "the SIGINT handler needs a lock-free flag");
-// (C linkage ignores namespaces: the name must differ from train's handler.)
-extern "C" void on_ablate_sigint(int) {
-  g_interrupted = true;
-  std::signal(SIGINT, SIG_DFL);
-}
 
 // A CLI11 validator from one of ablate.hpp's parsers.
 template <typename Parse>
@@ -111,22 +100,17 @@ int run_ablate(const AblateFlags& f) {
     std::fflush(stdout);
   }
 
-  g_interrupted = false;
-  std::signal(SIGINT, on_ablate_sigint);
+  // Ctrl-C or SIGTERM: every running run saves a checkpoint at its next step and no
+  // new run starts.
+  SweepOutcome outcome;
+  const InterruptGuard interrupt;
   AblateOptions options{.out_dir = dir,
                         .jobs = f.jobs,
                         .shard = shard,
                         .quiet = f.quiet,
                         .live = isatty(fileno(stdout)) != 0,
-                        .stop_requested = [] { return g_interrupted.load(); }};
-  SweepOutcome outcome;
-  try {
-    outcome = run_sweep(plan, options);
-  } catch (...) {
-    std::signal(SIGINT, SIG_DFL);
-    throw;
-  }
-  std::signal(SIGINT, SIG_DFL);
+                        .stop_requested = [] { return InterruptGuard::requested(); }};
+  outcome = run_sweep(plan, options);
 
   report(plan, dir, f.target_acc);
   for (const auto& [id, error] : outcome.failed) fmt::print("failed: {}: {}\n", id, error);
@@ -134,7 +118,7 @@ int run_ablate(const AblateFlags& f) {
     fmt::print("interrupted: {} run{} stopped with a checkpoint, {} finished; run the same command again to "
                "continue\n",
                outcome.stopped.size(), outcome.stopped.size() == 1 ? "" : "s", outcome.trained.size());
-    return 130;
+    return InterruptGuard::exit_status();
   }
   if (!outcome.failed.empty()) {
     fmt::print("{} of {} runs failed; run the same command again to retry them\n", outcome.failed.size(),

@@ -1,6 +1,5 @@
 // `headroom train`: train a small decoder-only transformer on a toy task or a text
 // file, with a progress bar, validation, config.json and metrics.csv.
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -9,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/train_flags.hpp"
 #include "cli/trainer.hpp"
 #include "cli/validators.hpp"
@@ -27,15 +27,6 @@ struct TrainCommandFlags : TrainFlags {
   bool quiet = false;
 };
 
-// Set by SIGINT; the training loop polls it after every step, saves a checkpoint and
-// stops. A second Ctrl-C gets the default action (saving is atomic, so nothing is
-// left half-written even then).
-volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_sigint(int) {
-  g_interrupted = 1;
-  std::signal(SIGINT, SIG_DFL);
-}
-
 std::string duration(double s) {
   const auto total = static_cast<long>(s + 0.5);
   return total >= 3600 ? fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60)
@@ -47,9 +38,9 @@ std::string rate(double tokens_per_s) {
 }
 
 int run_train(const TrainCommandFlags& flags) {
-  // Ctrl-C from here on stops the run cleanly (before the first step: with nothing saved).
-  g_interrupted = 0;
-  std::signal(SIGINT, on_sigint);
+  // Ctrl-C or SIGTERM from here on stops the run cleanly at the next step boundary,
+  // with a checkpoint (before the first step: with nothing saved).
+  const InterruptGuard interrupt;
   // A resumed run takes everything that changes its numbers from its config.json.
   TrainConfig config = build_config(
       flags, flags.resume.empty() ? flags.config_file : (fs::path(flags.resume) / "config.json").string());
@@ -70,7 +61,7 @@ int run_train(const TrainCommandFlags& flags) {
   options.out_dir = flags.resume.empty() ? flags.out : flags.resume;
   options.resume = !flags.resume.empty();
   options.stop_after = flags.stop_after;
-  options.stop_requested = [] { return g_interrupted != 0; };
+  options.stop_requested = [] { return InterruptGuard::requested(); };
   if (options.resume) fmt::print("resuming {} from its newest checkpoint\n", flags.resume);
   std::fflush(stdout);
 
@@ -101,21 +92,19 @@ int run_train(const TrainCommandFlags& flags) {
   try {
     s = train(config, *data, options);
   } catch (...) {
-    std::signal(SIGINT, SIG_DFL);
     if (tty) fmt::print("\n");
     throw;
   }
-  std::signal(SIGINT, SIG_DFL);
   if (s.stopped_early) {
     if (tty) fmt::print("\n");
-    const char* why = g_interrupted != 0 ? "interrupted" : "stopped";
+    const char* why = InterruptGuard::requested() ? "interrupted" : "stopped";
     if (options.out_dir.empty()) {
       fmt::print("{} at step {} of {}; nothing saved (no --out)\n", why, s.steps, config.optim.steps);
     } else {
       fmt::print("{} at step {} of {}; checkpoint saved to {}\ncontinue with: headroom train --resume {}\n", why,
                  s.steps, config.optim.steps, s.checkpoint, options.out_dir);
     }
-    return g_interrupted != 0 ? 130 : 0;
+    return InterruptGuard::requested() ? InterruptGuard::exit_status() : 0;
   }
   fmt::print("done: {} steps in {} ({} tok/s), {} parameters\n", s.steps - s.start_step, duration(s.wall_s),
              rate(s.tokens_per_s), s.parameters);

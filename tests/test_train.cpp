@@ -1,5 +1,6 @@
 // `headroom train` and the trainer behind it: a tiny model learns `copy`, the files
 // it writes, determinism, --config with flags overriding it, and one-line errors.
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -303,23 +304,43 @@ TEST_CASE("resume refuses a finished run, a checkpoint of another model and a co
   fs::remove_all(dir);
 }
 
-TEST_CASE("Ctrl-C saves a checkpoint, and --resume continues from it") {
+// The step number in "interrupted at step N" of a run's output.
+static std::size_t interrupted_step(const std::string& output) {
+  const std::string marker = "interrupted at step ";
+  const std::size_t at = output.find(marker);
+  REQUIRE_MESSAGE(at != std::string::npos, "no '" << marker << "' in the output");
+  return std::stoull(output.substr(at + marker.size()));
+}
+
+TEST_CASE("Ctrl-C and SIGTERM save a checkpoint, and --resume continues from it") {
   const fs::path dir = fresh_dir("sigint");
-  // timeout sends SIGINT after 3 s to a run that would take hours.
-  const CliResult r = run_program("timeout -s INT 3", std::string(HEADROOM_BIN) +
-                                                          " train --steps 10000000 --warmup 10 --eval-every 1000000 "
-                                                          "--save-every 0 --out " + dir.string());
+  // timeout sends SIGINT after 3 s to a run that would take hours, to the process and
+  // then to its process group: the run sees the signal twice within microseconds and
+  // must treat the copy as the same request, not as a second Ctrl-C that kills.
+  const CliResult r = run_program("timeout --preserve-status -s INT 3",
+                                  std::string(HEADROOM_BIN) +
+                                      " train --steps 10000000 --warmup 10 --eval-every 1000000 "
+                                      "--save-every 0 --out " + dir.string());
   INFO(r.output);
-  const std::size_t at = r.output.find("interrupted at step ");
-  REQUIRE(at != std::string::npos);
-  const std::size_t step = std::stoull(r.output.substr(at + std::string("interrupted at step ").size()));
+  CHECK(r.status == 130);
+  const std::size_t step = interrupted_step(r.output);
   CHECK(step >= 1);
   CHECK(r.output.find("continue with: headroom train --resume " + dir.string()) != std::string::npos);
   const fs::path ckpt = dir / "checkpoints" / fmt::format("step-{:08}", step);
   CHECK(fs::exists(ckpt / "model.safetensors"));
   CHECK(fs::exists(ckpt / "train_state.safetensors"));
 
-  const CliResult resumed = run_headroom("train --resume " + dir.string() + " --steps " + std::to_string(step + 3));
+  // SIGTERM (kill, docker stop, a batch scheduler) stops a resumed run the same way.
+  const CliResult term =
+      run_program("timeout --preserve-status -s TERM 2", std::string(HEADROOM_BIN) + " train --resume " + dir.string());
+  INFO(term.output);
+  CHECK(term.status == 128 + SIGTERM);
+  const std::size_t term_step = interrupted_step(term.output);
+  CHECK(term_step > step);
+  CHECK(fs::exists(dir / "checkpoints" / fmt::format("step-{:08}", term_step) / "train_state.safetensors"));
+
+  const CliResult resumed =
+      run_headroom("train --resume " + dir.string() + " --steps " + std::to_string(term_step + 3));
   INFO(resumed.output);
   CHECK(resumed.status == 0);
   CHECK(resumed.output.find("done: 3 steps") != std::string::npos);
