@@ -129,7 +129,8 @@ Run add_train_command(CLI::App& app) {
       "Train a small decoder-only transformer on a toy task (--task) or a text file (--text), showing progress and "
       "validation loss and accuracy on the counted targets. Flags override --config FILE.json, which overrides the "
       "defaults shown. --task recall has its own defaults: --seq-len 6 --vocab 32 --batch 64 --lr 0.001 "
-      "--schedule constant --weight-decay 0.1 --steps 6000 --eval-every 500.");
+      "--schedule constant --weight-decay 0.1 --steps 6000 --eval-every 500; --task before: --steps 3000 "
+      "--eval-every 250.");
   const TrainFlagGroups groups = add_train_flags(*cmd, *f);
   CLI::Option_group* model = groups.model;
   CLI::Option_group* data = groups.data;

@@ -1,5 +1,5 @@
 // Seeded toy sequence tasks for probing what attention heads do: copy, reverse,
-// sort, associative recall and induction. Each task fixes a token layout for rows
+// sort, associative recall, induction and before (which of two tokens came first). Each task fixes a token layout for rows
 // of T+1 tokens over a vocabulary of V ids; the layouts are documented at the top
 // of each task in toy_tasks.cpp and summarised in data/README.md.
 //
@@ -78,7 +78,7 @@ Split example_split(std::span<const Index> row);
 // counted.size() must be row.size() - 1.
 std::string render_example(std::span<const Index> row, std::span<const bool> counted);
 
-// The task called `name` ("copy", "reverse", "sort", "recall", "induction"), or a
+// The task called `name` ("copy", "reverse", "sort", "recall", "induction", "before"), or a
 // DataError listing the valid names. Also throws when options do not fit the task.
 std::unique_ptr<Task> make_task(const std::string& name, TaskOptions options);
 std::vector<std::string> task_names();

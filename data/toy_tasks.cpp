@@ -1,4 +1,4 @@
-// The five toy tasks and their registry. Shared conventions (task.hpp): ids 0, 1, 2
+// The toy tasks and their registry. Shared conventions (task.hpp): ids 0, 1, 2
 // are pad "_", separator "|" and query "?"; content tokens are [3, V); a row holds
 // T+1 tokens; counted[t] says whether the target row[t + 1] is scored.
 #include <algorithm>
@@ -152,6 +152,50 @@ class InductionTask : public Task {
   std::size_t n_;  // length of the sequence and of its repeat
 };
 
+// before (which of two came first). With n = T - 3:
+//
+//   position  0 .. n-1      n    n+1   n+2   n+3
+//   token     s_1 .. s_n    ?    a     b     [a or b]
+//
+// s holds n distinct content tokens; a and b are two different tokens of s, in
+// random order. The answer is whichever of a and b occurs earlier in s. Only it
+// counts: t = n + 2 (input b, target the answer).
+//
+// The answer depends on two positions of s chosen by content (where a is, where b
+// is), and on nothing else: no fixed offset finds them. A head that attends to both
+// sums what it reads from them, and a sum of two positions says nothing about which
+// is first; two heads can each fetch one. Needs T >= 5 (n >= 2) and V >= 3 + n.
+class BeforeTask : public Task {
+ public:
+  explicit BeforeTask(TaskOptions options)
+      : Task("before", options), n_(options.seq_len >= 3 ? options.seq_len - 3 : 0) {
+    if (n_ < 2) seq_len_too_short(5, "two tokens, the query marker, two query tokens and the answer");
+    if (options.vocab < kSpecials + n_) {
+      vocab_too_small(kSpecials + n_, fmt::format("3 special + {} distinct content tokens for the sequence of "
+                                                  "seq_len {}",
+                                                  n_, options.seq_len));
+    }
+  }
+
+ protected:
+  void generate(Rng& rng, std::span<Index> row, std::span<bool> counted) const override {
+    draw_distinct(rng, kFirstContent, vocab_size() - kSpecials, row.subspan(0, n_));
+    // Two different positions i < j of s; which of them is asked first is a coin flip.
+    const std::size_t i = rng.below(n_);
+    std::size_t j = rng.below(n_ - 1);
+    j += j >= i ? 1 : 0;
+    const std::size_t first = std::min(i, j);
+    row[n_] = kQuery;
+    row[n_ + 1] = row[i];
+    row[n_ + 2] = row[j];
+    row[n_ + 3] = row[first];
+    counted[n_ + 2] = true;
+  }
+
+ private:
+  std::size_t n_;  // length of the sequence
+};
+
 using Factory = std::function<std::unique_ptr<Task>(TaskOptions)>;
 
 const std::vector<std::pair<std::string, Factory>>& registry() {
@@ -167,6 +211,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
        [](TaskOptions o) { return std::make_unique<SeparatedAnswerTask>("sort", Rule::sort, o); }},
       {"recall", [](TaskOptions o) { return std::make_unique<RecallTask>(o); }},
       {"induction", [](TaskOptions o) { return std::make_unique<InductionTask>(o); }},
+      {"before", [](TaskOptions o) { return std::make_unique<BeforeTask>(o); }},
   };
   return tasks;
 }

@@ -159,6 +159,34 @@ TEST_CASE("induction: n distinct tokens and their repeat, the repeat after its f
   }
 }
 
+TEST_CASE("before: n distinct tokens ? a b, the answer is whichever of a and b occurs first") {
+  // T = 10: n = 7 of the 9 content tokens [3, 12).
+  const std::size_t seq_len = 10, n = 7;
+  const Batch b = draw("before", {.vocab = 12, .seq_len = seq_len}, 2000);
+  std::set<std::pair<std::size_t, std::size_t>> asked;  // (position of a, position of b)
+  std::size_t answer_is_a = 0;
+  for (std::size_t i = 0; i < 2000; ++i) {
+    const Row row = row_of(b, i);
+    const Row s(row.begin(), row.begin() + n);
+    CHECK(std::set<Index>(s.begin(), s.end()).size() == n);
+    for (const Index id : s) CHECK((id >= 3 && id < 12));
+    CHECK(row[n] == kQuery);
+    const auto pa = static_cast<std::size_t>(std::find(s.begin(), s.end(), row[n + 1]) - s.begin());
+    const auto pb = static_cast<std::size_t>(std::find(s.begin(), s.end(), row[n + 2]) - s.begin());
+    REQUIRE(pa < n);
+    REQUIRE(pb < n);
+    CHECK(pa != pb);
+    asked.insert({pa, pb});
+    CHECK(row[n + 3] == s[std::min(pa, pb)]);
+    answer_is_a += row[n + 3] == row[n + 1];
+    CHECK(mask_of(b, i) == counted_range(seq_len, n + 2, n + 2));
+  }
+  CHECK(asked.size() == n * (n - 1));  // every ordered pair of positions gets asked
+  // The earlier token is asked first about half the time: no shortcut by position.
+  CHECK(answer_is_a > 900);
+  CHECK(answer_is_a < 1100);
+}
+
 TEST_CASE("the same seed gives identical batches, another seed or a later draw differs") {
   for (const std::string& name : headroom::task_names()) {
     CAPTURE(name);
@@ -183,6 +211,7 @@ TEST_CASE("train and val never share an example") {
            {"sort", {.vocab = 7, .seq_len = 6}},
            {"recall", {.vocab = 9, .seq_len = 6}},
            {"induction", {.vocab = 8, .seq_len = 5}},
+           {"before", {.vocab = 7, .seq_len = 7}},
            {"copy", {.vocab = 16, .seq_len = 12}},
            {"recall", {.vocab = 16, .seq_len = 12}}}) {
     CAPTURE(name);
@@ -238,6 +267,7 @@ TEST_CASE("example(): a seeded training example of each task at V = 16, T = 8") 
       {"sort", "sort: 8 8 7 15 | [7 8 8 15]"},
       {"recall", "recall: 5 12 6 11 3 13 ? 3 [13]"},
       {"induction", "induction: 8 6 3 5 8 [6 3 5] _"},
+      {"before", "before: 8 6 3 5 10 ? 5 8 [8]"},
   };
   for (const auto& [name, line] : expected) {
     CHECK(headroom::make_task(name, {.vocab = 16, .seq_len = 8})->example() == line);
@@ -247,7 +277,7 @@ TEST_CASE("example(): a seeded training example of each task at V = 16, T = 8") 
 TEST_CASE("task errors name the task, the value and the requirement") {
   using headroom::make_task;
   CHECK_THROWS_WITH_AS(make_task("copi", {}),
-                       "unknown task 'copi': valid names are copy, reverse, sort, recall, induction",
+                       "unknown task 'copi': valid names are copy, reverse, sort, recall, induction, before",
                        headroom::DataError);
   CHECK_THROWS_WITH_AS(make_task("copy", {.vocab = 4, .seq_len = 8}),
                        "copy: vocab 4 is too small: needs at least 5 (3 special + 2 content)",
@@ -275,7 +305,17 @@ TEST_CASE("task errors name the task, the value and the requirement") {
                        "induction: seq_len 2 is too short: needs at least 3 (two tokens and their "
                        "repeat)",
                        headroom::DataError);
+  CHECK_THROWS_WITH_AS(make_task("before", {.vocab = 10, .seq_len = 12}),
+                       "before: vocab 10 is too small: needs at least 12 (3 special + 9 distinct content "
+                       "tokens for the sequence of seq_len 12)",
+                       headroom::DataError);
+  CHECK_THROWS_WITH_AS(make_task("before", {.vocab = 16, .seq_len = 4}),
+                       "before: seq_len 4 is too short: needs at least 5 (two tokens, the query marker, "
+                       "two query tokens and the answer)",
+                       headroom::DataError);
   // Exactly at the minimum is fine.
+  CHECK_NOTHROW(make_task("before", {.vocab = 12, .seq_len = 12}));
+  CHECK_NOTHROW(make_task("before", {.vocab = 5, .seq_len = 5}));
   CHECK_NOTHROW(make_task("recall", {.vocab = 9, .seq_len = 8}));
   CHECK_NOTHROW(make_task("induction", {.vocab = 11, .seq_len = 16}));
   CHECK_NOTHROW(make_task("copy", {.vocab = 5, .seq_len = 2}));

@@ -380,7 +380,7 @@ TEST_CASE("non-finite steps never reach the weights, and too many in a row stop 
   fs::remove_all(dir);
 }
 
-TEST_CASE("recall's own defaults apply below --config and the flags") {
+TEST_CASE("recall's and before's own defaults apply below --config and the flags") {
   const fs::path dir = fresh_dir("recall_defaults");
   const CliResult r = run_headroom("train --task recall --steps 2 --seq-len 8 -q --out " + dir.string());
   INFO(r.output);
@@ -394,5 +394,7 @@ TEST_CASE("recall's own defaults apply below --config and the flags") {
   // Other tasks keep the global defaults.
   CHECK(hc::task_defaults("copy").optim.lr == hc::TrainConfig{}.optim.lr);
   CHECK(hc::task_defaults("recall").data.seq_len == 6);
+  CHECK(hc::task_defaults("before").optim.steps == 3000);
+  CHECK(hc::task_defaults("before").optim.lr == hc::TrainConfig{}.optim.lr);
   fs::remove_all(dir);
 }
