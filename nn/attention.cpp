@@ -142,12 +142,22 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
   if (options_.dropout > 0.0) attn = dropout(attn, options_.dropout, dropout_rng_, this->is_training());
 
   Tensor<T> ctx = reshape(matmul(attn, v), {B, H, T_, dv});  // (B, H, T, dv)
+  if (head_gate_) ctx = mul(ctx, reshape(*head_gate_, {1, H, 1, 1}));
   Tensor<T> combined = options_.head_combine == HeadCombine::concat
                            ? merge_heads(ctx)   // (B, T, H dv)
                            : sum(ctx, {1});     // (B, T, dv)
   AttentionOutput<T> result{out_proj_.forward(combined), Tensor<T>()};  // (B, T, C)
   if (need_weights) result.weights = reshape(attn, {B, H, T_, T_});
   return result;
+}
+
+template <typename T>
+void MultiHeadAttention<T>::set_head_gate(const Tensor<T>& gate) {
+  if (gate.shape() != Shape{options_.n_heads}) {
+    throw std::invalid_argument(fmt::format("MultiHeadAttention: the head gate must be (n_heads) = ({}), got {}",
+                                            options_.n_heads, format_shape(gate.shape())));
+  }
+  head_gate_ = gate;
 }
 
 template Tensor<float> split_heads(const Tensor<float>&, std::size_t);

@@ -90,6 +90,16 @@ class MultiHeadAttention : public Module<T> {
 
   const AttentionOptions& options() const { return options_; }  // resolved
 
+  // A per-head gate (n_heads,): head j's output (its row of softmax(QK^T) V, before
+  // the heads are combined and projected) is multiplied by gate[j]. 0 removes head
+  // j's contribution exactly, leaving out_proj's bias where every head is gated out;
+  // a gate that requires grad receives d loss / d gate[j], the head importance of
+  // Michel et al. (2019). Not a parameter: not saved, not trained, not counted.
+  // Throws std::invalid_argument naming the shape unless it is (n_heads,).
+  void set_head_gate(const Tensor<T>& gate);
+  void clear_head_gate() { head_gate_.reset(); }
+  const std::optional<Tensor<T>>& head_gate() const { return head_gate_; }
+
  private:
   AttentionOptions options_;
   double scale_;
@@ -98,6 +108,7 @@ class MultiHeadAttention : public Module<T> {
   Linear<T> v_proj_;    // (G d_v, C)
   Linear<T> out_proj_;  // (C, H d_v) under concat, (C, d_v) under sum
   Rng dropout_rng_;
+  std::optional<Tensor<T>> head_gate_;  // (H,), applied to each head's output
 };
 
 }  // namespace headroom

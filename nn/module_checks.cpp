@@ -105,6 +105,31 @@ std::vector<ModuleCase> build_cases() {
                  return std::pair{std::string("x (2, 4, 6), padding (2, 4)"),
                                   check(m, x, [&] { return m.forward(x, &pad).out; }, o)};
                }});
+  struct Gated {
+    const char* what;
+    AttentionOptions options;
+  };
+  static const Gated gated[] = {
+      {"head gate (a leaf), concat", {.d_model = 8, .n_heads = 4}},
+      {"head gate (a leaf), GQA, heads summed",
+       {.d_model = 8, .n_heads = 4, .n_kv_heads = 2, .head_combine = HeadCombine::sum}},
+  };
+  for (const Gated& a : gated) {
+    c.push_back({"MultiHeadAttention", a.what, [a](Rng& r, const GradcheckOptions& o) {
+                   MultiHeadAttention<double> m(a.options, r);
+                   redraw(m, r);
+                   D x = input({2, 4, a.options.d_model}, r);
+                   // Gate values away from 0 and 1 and one exactly 0: a gated-out head
+                   // still gets the gradient of its gate.
+                   D gate(xt::xarray<double>{0.7, 0.0, 1.3, -0.4}, true);
+                   m.set_head_gate(gate);
+                   auto inputs = m.named_parameters();
+                   inputs.emplace_back("x", x);
+                   inputs.emplace_back("head_gate", gate);
+                   return std::pair{fmt::format("x (2, 4, {}), H 4, gate (4,)", a.options.d_model),
+                                    gradcheck([&] { return std::vector<D>{m.forward(x).out}; }, inputs, o)};
+                 }});
+  }
   for (NormPlacement norm : {NormPlacement::pre, NormPlacement::post}) {
     c.push_back({"TransformerBlock", norm == NormPlacement::pre ? "pre-norm" : "post-norm",
                  [norm](Rng& r, const GradcheckOptions& o) {

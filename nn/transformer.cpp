@@ -84,7 +84,7 @@ TransformerLM<T>::TransformerLM(const ModelConfig& config, Rng& rng)
 }
 
 template <typename T>
-Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens) {
+Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens, std::vector<Tensor<T>>* attention_weights) {
   const Shape& s = tokens.shape();
   if (s.size() != 2) {
     throw ShapeError(fmt::format("TransformerLM: tokens must be (B, T), got {}", format_shape(s)));
@@ -105,7 +105,10 @@ Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens) {
     std::copy_n(sinusoid_.data(), T_ * config_.d_model, table.data());
     x = add(x, Tensor<T>(std::move(table)));
   }
-  for (auto& block : blocks_) x = block->forward(x);
+  if (attention_weights) attention_weights->assign(blocks_.size(), Tensor<T>());
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    x = blocks_[i]->forward(x, nullptr, attention_weights ? &(*attention_weights)[i] : nullptr);
+  }
   x = ln_f_.forward(x);
   return head_ ? head_->forward(x) : linear(x, tok_emb_.weight());  // (B, T, V)
 }

@@ -56,8 +56,9 @@ class TransformerLM : public Module<T> {
   // sqrt(2 n_layers))^2), biases 0, LayerNorm weight 1 and bias 0.
   TransformerLM(const ModelConfig& config, Rng& rng);
 
-  // tokens (B, T) with T <= max_len -> logits (B, T, V)
-  Tensor<T> forward(const IndexArray& tokens);
+  // tokens (B, T) with T <= max_len -> logits (B, T, V). With attention_weights
+  // non-null, it receives each layer's attention weights (B, H, T, T), in order.
+  Tensor<T> forward(const IndexArray& tokens, std::vector<Tensor<T>>* attention_weights = nullptr);
   // Mean next-token cross-entropy: inputs tokens[:, :T], targets tokens[:, 1:].
   // tokens (B, T+1); target_mask (B, T) picks the targets that count (all when
   // omitted).

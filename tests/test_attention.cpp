@@ -320,3 +320,60 @@ TEST_CASE("invalid attention configurations are rejected with the numbers") {
   CHECK_THROWS_WITH_AS(attn.forward(ok, &bad), "MultiHeadAttention: key_padding_mask must be (B, T) = (2, 3), got (2, 4)",
                        std::invalid_argument);
 }
+
+TEST_CASE("head gate: all zero leaves out_proj's bias, zero for head j removes exactly its columns") {
+  hr::Rng rng(3);
+  hr::AttentionOptions options{.d_model = 8, .n_heads = 4, .init_std = 0.5, .out_init_std = 0.5};
+  hr::MultiHeadAttention<double> attn(options, rng);
+  // A non-zero bias, so that "only the bias" is a real check.
+  for (auto& [name, p] : attn.named_parameters()) {
+    if (name == "out_proj.bias") p.mutable_value() = hr::normal_init<double>(p.shape(), 1.0, rng);
+  }
+  const D x(hr::normal_init<double>({2, 5, 8}, 1.0, rng));
+  const xt::xarray<double> ungated = attn.forward(x).out.value();
+  const auto params = attn.named_parameters();
+  auto param = [&](const std::string& name) {
+    for (const auto& [n, p] : params) {
+      if (n == name) return p;
+    }
+    FAIL("no parameter " << name);
+    return D();
+  };
+  const xt::xarray<double> bias = param("out_proj.bias").value();
+
+  SUBCASE("every head gated out: each position's output is out_proj.bias") {
+    attn.set_head_gate(D(xt::xarray<double>{0, 0, 0, 0}));
+    const xt::xarray<double> out = attn.forward(x).out.value();
+    for (std::size_t b = 0; b < 2; ++b) {
+      for (std::size_t t = 0; t < 5; ++t) {
+        for (std::size_t c = 0; c < 8; ++c) CHECK(out(b, t, c) == bias(c));
+      }
+    }
+  }
+  SUBCASE("a gate of ones changes nothing") {
+    attn.set_head_gate(D(xt::xarray<double>{1, 1, 1, 1}));
+    CHECK(attn.forward(x).out.value() == ungated);
+    attn.clear_head_gate();
+    CHECK_FALSE(attn.head_gate().has_value());
+  }
+  SUBCASE("head 2 gated out equals zeroing out_proj's columns of head 2") {
+    attn.set_head_gate(D(xt::xarray<double>{1, 1, 0, 1}));
+    const xt::xarray<double> gated = attn.forward(x).out.value();
+    attn.clear_head_gate();
+    D w = param("out_proj.weight");  // (C, H d_v): head 2 owns columns [4, 6)
+    const xt::xarray<double> saved = w.value();
+    for (std::size_t r = 0; r < 8; ++r) {
+      w.mutable_value()(r, 4) = 0;
+      w.mutable_value()(r, 5) = 0;
+    }
+    const xt::xarray<double> zeroed = attn.forward(x).out.value();
+    w.mutable_value() = saved;
+    CHECK(xt::allclose(gated, zeroed, 0.0, 1e-14));
+    CHECK_FALSE(xt::allclose(gated, ungated, 0.0, 1e-6));  // head 2 did contribute
+  }
+  SUBCASE("a gate of the wrong shape is refused with both shapes") {
+    CHECK_THROWS_WITH_AS(attn.set_head_gate(D(xt::xarray<double>{1, 1, 1})),
+                         "MultiHeadAttention: the head gate must be (n_heads) = (4), got (3)",
+                         std::invalid_argument);
+  }
+}
