@@ -15,5 +15,7 @@ Run add_train_command(CLI::App& app);
 Run add_sample_command(CLI::App& app);
 Run add_eval_command(CLI::App& app);
 Run add_ablate_command(CLI::App& app);
+Run add_attention_command(CLI::App& app);
+Run add_heads_command(CLI::App& app);
 
 }  // namespace headroom::cli

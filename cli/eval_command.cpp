@@ -118,26 +118,8 @@ EvalReport eval_text_file(const EvalFlags& flags, TransformerLM<float>& model, c
 
 EvalReport eval_own_data(TransformerLM<float>& model, const DataDescription& data,
                          const std::string& source, std::size_t batches, std::size_t batch, std::uint64_t seed) {
-  std::unique_ptr<Dataset> dataset;
-  if (data.is_text()) {
-    std::error_code ec;
-    if (!fs::exists(data.text, ec)) {
-      throw std::invalid_argument(fmt::format(
-          "{} was trained on '{}', which is not there (from this directory); evaluate it on a text file with --text "
-          "FILE",
-          source, data.text));
-    }
-    auto chars = std::make_unique<CharDataset>(data.text, CharDatasetOptions{.seq_len = data.seq_len});
-    if (chars->alphabet() != data.alphabet) {
-      throw std::invalid_argument(fmt::format(
-          "'{}' has changed since {} was trained on it: its characters are no longer the model's vocabulary ({} now, "
-          "{} then); evaluate it with --text {} to read it with the model's vocabulary",
-          data.text, source, chars->alphabet().size(), data.alphabet.size(), data.text));
-    }
-    dataset = std::move(chars);
-  } else {
-    dataset = make_task(data.task, TaskOptions{.vocab = data.vocab, .seq_len = data.seq_len});
-  }
+  const std::unique_ptr<Dataset> dataset =
+      own_dataset(data, source, "evaluate it on a text file with --text FILE (read with the model's vocabulary)");
   EvalReport report;
   report.text_model = data.is_text();
   report.result = evaluate(model, *dataset, batches, batch, validation_seed(seed));

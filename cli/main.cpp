@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
       {"sample", headroom::cli::add_sample_command(app)},
       {"eval", headroom::cli::add_eval_command(app)},
       {"ablate", headroom::cli::add_ablate_command(app)},
+      {"attention", headroom::cli::add_attention_command(app)},
+      {"heads", headroom::cli::add_heads_command(app)},
   };
 
   // A mistyped command would otherwise read as "a subcommand is required".

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/char_dataset.hpp"
+#include "data/task.hpp"
 #include "data/utf8.hpp"
 
 namespace headroom::cli {
@@ -178,6 +179,26 @@ std::optional<TrainConfig> run_config_of(const fs::path& model_file) {
     return config;
   }
   return std::nullopt;
+}
+
+std::unique_ptr<Dataset> own_dataset(const DataDescription& data, const std::string& source,
+                                     const std::string& remedy) {
+  if (data.is_text()) {
+    std::error_code ec;
+    if (!fs::exists(data.text, ec)) {
+      throw std::invalid_argument(fmt::format(
+          "{} was trained on '{}', which is not there (from this directory); {}", source, data.text, remedy));
+    }
+    auto chars = std::make_unique<CharDataset>(data.text, CharDatasetOptions{.seq_len = data.seq_len});
+    if (chars->alphabet() != data.alphabet) {
+      throw std::invalid_argument(fmt::format(
+          "'{}' has changed since {} was trained on it: its characters are no longer the model's vocabulary ({} now, "
+          "{} then); {}",
+          data.text, source, chars->alphabet().size(), data.alphabet.size(), remedy));
+    }
+    return chars;
+  }
+  return make_task(data.task, TaskOptions{.vocab = data.vocab, .seq_len = data.seq_len});
 }
 
 }  // namespace headroom::cli

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -68,5 +69,13 @@ std::filesystem::path resolve_model_file(const std::filesystem::path& model);
 // or three levels up (DIR/checkpoints/step-N/model.safetensors); nothing when neither
 // exists. A config.json that does not parse is a std::invalid_argument naming it.
 std::optional<TrainConfig> run_config_of(const std::filesystem::path& model_file);
+
+// The data a model was trained on, rebuilt from its description: the toy task at its
+// vocab and seq_len, or the text file, which must still be there (relative paths
+// from the current directory) and hold the same characters. Errors are
+// std::invalid_argument naming `source` (the model file) and ending with `remedy`,
+// what the user can do instead.
+std::unique_ptr<Dataset> own_dataset(const DataDescription& data, const std::string& source,
+                                     const std::string& remedy);
 
 }  // namespace headroom::cli

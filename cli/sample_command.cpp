@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -14,6 +13,7 @@
 #include "cli/commands.hpp"
 #include "cli/generate.hpp"
 #include "cli/model_dir.hpp"
+#include "cli/task_tokens.hpp"
 #include "cli/validators.hpp"
 #include "data/task.hpp"
 #include "nn/checkpoint.hpp"
@@ -37,50 +37,7 @@ constexpr std::size_t kTextTokens = 200;  // --tokens default for text models
 // Separate streams of one seed for the validation examples and the token draws, so
 // asking for more tokens never changes which examples come up.
 constexpr std::uint64_t kDrawStream = 0;
-constexpr std::uint64_t kExampleStream = 1;
-
-// Task token ids as the task examples show them: specials as _ | ?, the rest as numbers.
-std::string render_tokens(std::span<const Index> ids) {
-  std::string out;
-  for (const Index id : ids) {
-    if (!out.empty()) out += ' ';
-    switch (id) {
-      case kPad: out += '_'; break;
-      case kSep: out += '|'; break;
-      case kQuery: out += '?'; break;
-      default: out += fmt::format("{}", id);
-    }
-  }
-  return out;
-}
-
-// Space-separated ids (or _ | ? for the specials) in [0, vocab).
-std::vector<Index> parse_token_prompt(const std::string& prompt, std::size_t vocab) {
-  std::istringstream words(prompt);
-  std::vector<Index> ids;
-  std::string word;
-  while (words >> word) {
-    if (word == "_" || word == "|" || word == "?") {
-      ids.push_back(word == "_" ? kPad : word == "|" ? kSep : kQuery);
-      continue;
-    }
-    const bool digits = word.size() <= 18 && word.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits) {
-      throw std::invalid_argument(fmt::format(
-          "--prompt: '{}' is not a token id: a toy-task model reads space-separated ids in [0, {}) (or _ | ? for pad, "
-          "separator and query)",
-          word, vocab));
-    }
-    const Index id = std::stoll(word);
-    if (static_cast<std::size_t>(id) >= vocab) {
-      throw std::invalid_argument(
-          fmt::format("--prompt: token {} is out of range for the model's vocab {} (ids 0 to {})", id, vocab, vocab - 1));
-    }
-    ids.push_back(id);
-  }
-  if (ids.empty()) throw std::invalid_argument("--prompt: no token ids in it");
-  return ids;
-}
+constexpr std::uint64_t kExampleStream = kValidationExampleStream;
 
 // One validation example of the task cut before its answer: the prompt, and where
 // in the continuation the counted targets are.
@@ -112,7 +69,7 @@ int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const Dat
                 const SamplingOptions& options, const std::string& source) {
   const std::unique_ptr<Task> task = make_task(data.task, TaskOptions{.vocab = data.vocab, .seq_len = data.seq_len});
   std::optional<std::vector<Index>> user_prompt;
-  if (!flags.prompt.empty()) user_prompt = parse_token_prompt(flags.prompt, data.vocab);
+  if (!flags.prompt.empty()) user_prompt = parse_task_tokens(flags.prompt, data.vocab, "--prompt");
   fmt::print("{}: {} model (vocab {}, seq_len {})\n", source, data.task, data.vocab, data.seq_len);
   Rng draws(stream_seed(flags.seed, kDrawStream));
   Rng examples(stream_seed(flags.seed, kExampleStream));
@@ -131,15 +88,15 @@ int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const Dat
     const std::size_t n = flags.tokens.value_or(user_prompt ? row_rest : e.answer.size());
     const std::vector<Index> out = generate(model, e.prompt, n, options, draws);
     if (i > 0) fmt::print("\n");
-    fmt::print("prompt    {}\n", render_tokens(e.prompt));
-    fmt::print("model     {}\n", render_tokens(out));
+    fmt::print("prompt    {}\n", render_task_tokens(e.prompt));
+    fmt::print("model     {}\n", render_task_tokens(out));
     if (user_prompt) continue;
     bool match = out.size() >= e.answer.size();
     for (std::size_t j = 0; j < e.answer.size() && j < out.size(); ++j) {
       match = match && (!e.answer_counted[j] || out[j] == e.answer[j]);
     }
     matched += match ? 1 : 0;
-    fmt::print("expected  {}  {}\n", render_tokens(e.answer), match ? "(match)" : "(MISMATCH)");
+    fmt::print("expected  {}  {}\n", render_task_tokens(e.answer), match ? "(match)" : "(MISMATCH)");
   }
   if (!user_prompt) {
     fmt::print("\n{} of {} validation examples answered correctly\n", matched, flags.count);

@@ -73,17 +73,23 @@ TrainConfig finalize(TrainConfig config, const Dataset& data) {
   return config;
 }
 
-EvalResult evaluate(TransformerLM<float>& model, const Dataset& data, std::size_t batches, std::size_t batch,
-                    std::uint64_t seed) {
+std::vector<Batch> validation_batches(const Dataset& data, std::size_t batches, std::size_t batch,
+                                      std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<Batch> out;
+  out.reserve(batches);
+  for (std::size_t i = 0; i < batches; ++i) out.push_back(data.sample(batch, Split::val, rng));
+  return out;
+}
+
+EvalResult evaluate_batches(TransformerLM<float>& model, const std::vector<Batch>& batches) {
   NoGrad no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  Rng rng(seed);
   EvalResult r;
   double loss_sum = 0;
   std::size_t correct = 0;
-  for (std::size_t i = 0; i < batches; ++i) {
-    const Batch b = data.sample(batch, Split::val, rng);
+  for (const Batch& b : batches) {
     const auto [inputs, targets] = shift_tokens(b.tokens);
     const Tensor<float> logits = model.forward(inputs);  // (B, T, V)
     // The loss is the training loss itself (a mean over this batch's counted
@@ -95,11 +101,11 @@ EvalResult evaluate(TransformerLM<float>& model, const Dataset& data, std::size_
     r.counted += counted;
     const std::size_t V = logits.shape()[2];
     const float* pl = logits.value().data();
-    for (std::size_t i_ = 0; i_ < targets.size(); ++i_) {
-      if (!b.target_mask.data()[i_]) continue;
-      const float* row = pl + i_ * V;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (!b.target_mask.data()[i]) continue;
+      const float* row = pl + i * V;
       const auto arg = static_cast<std::size_t>(std::max_element(row, row + V) - row);
-      correct += arg == static_cast<std::size_t>(targets.data()[i_]) ? 1 : 0;
+      correct += arg == static_cast<std::size_t>(targets.data()[i]) ? 1 : 0;
     }
   }
   if (r.counted > 0) {
@@ -108,6 +114,11 @@ EvalResult evaluate(TransformerLM<float>& model, const Dataset& data, std::size_
   }
   model.train(was_training);
   return r;
+}
+
+EvalResult evaluate(TransformerLM<float>& model, const Dataset& data, std::size_t batches, std::size_t batch,
+                    std::uint64_t seed) {
+  return evaluate_batches(model, validation_batches(data, batches, batch, seed));
 }
 
 namespace {

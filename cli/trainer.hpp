@@ -31,6 +31,12 @@ constexpr std::uint64_t validation_seed(std::uint64_t seed) { return stream_seed
 EvalResult evaluate(TransformerLM<float>& model, const Dataset& data, std::size_t batches, std::size_t batch,
                     std::uint64_t seed);
 
+// The `batches` validation batches of `batch` rows that evaluate() draws for `seed`.
+std::vector<Batch> validation_batches(const Dataset& data, std::size_t batches, std::size_t batch, std::uint64_t seed);
+// Loss and accuracy over the counted targets of the given batches (what evaluate()
+// computes once it has drawn them), with the model's heads gated as they are.
+EvalResult evaluate_batches(TransformerLM<float>& model, const std::vector<Batch>& batches);
+
 struct Progress {
   std::size_t step = 0;
   std::size_t steps = 0;

@@ -39,7 +39,14 @@ static_assert(sizeof(std::size_t) == sizeof(std::uint64_t), "safetensors I/O ass
 
 using json = nlohmann::json;
 
-const char* dtype_name(DType dtype) { return dtype == DType::f32 ? "F32" : "F64"; }
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "F32";
+    case DType::f64: return "F64";
+    case DType::i64: return "I64";
+  }
+  return "?";
+}
 std::size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 8; }
 
 const TensorRecord* SafetensorsFile::find(std::string_view name) const {
@@ -72,6 +79,7 @@ std::string bracketed(const Range& values) {
 std::optional<DType> parse_dtype(std::string_view name) {
   if (name == "F32") return DType::f32;
   if (name == "F64") return DType::f64;
+  if (name == "I64") return DType::i64;
   return std::nullopt;
 }
 
@@ -182,7 +190,7 @@ Entry parse_entry(const std::string& name, const json& v, std::uint64_t data_siz
   if (!dtype.is_string()) throw CheckpointError(fmt::format("{}: 'dtype' must be a string, got {}", where, preview(dtype)));
   const std::optional<DType> d = parse_dtype(dtype.get_ref<const std::string&>());
   if (!d) {
-    throw CheckpointError(fmt::format("{}: unsupported dtype {} (we read F32 and F64)", where, dtype.dump()));
+    throw CheckpointError(fmt::format("{}: unsupported dtype {} (we read F32, F64 and I64)", where, dtype.dump()));
   }
   e.dtype = *d;
 

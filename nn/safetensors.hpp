@@ -33,8 +33,10 @@ class CheckpointError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// The dtypes we read and write ("F32", "F64" in the header).
-enum class DType { f32, f64 };
+// The dtypes we read and write ("F32", "F64", "I64" in the header). Model
+// parameters are floating point; I64 carries token ids (headroom attention's
+// `tokens`), and from_record refuses to mix the two kinds.
+enum class DType { f32, f64, i64 };
 const char* dtype_name(DType dtype);                   // "F32"
 std::size_t dtype_size(DType dtype);                   // bytes per element
 template <typename T>
@@ -44,6 +46,8 @@ template <>
 constexpr DType dtype_of<float>() { return DType::f32; }
 template <>
 constexpr DType dtype_of<double>() { return DType::f64; }
+template <>
+constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
 
 // One tensor: its bytes are little-endian, row-major, dtype_size * prod(shape) long.
 struct TensorRecord {
@@ -63,6 +67,9 @@ struct SafetensorsFile {
 
 // An array as a record in `dtype` (converting float <-> double), and back. from_record
 // checks that the record holds exactly prod(shape) elements; `source` names the file.
+// T is float, double or std::int64_t; integers go only to and from I64 and floating
+// point only to and from F32/F64: any other pairing is a CheckpointError naming the
+// tensor (so an I64 tensor never loads into a model parameter).
 template <typename T>
 TensorRecord to_record(std::string name, const xt::xarray<T>& value, DType dtype = dtype_of<T>());
 template <typename T>

@@ -1,6 +1,8 @@
 // Arrays to safetensors records and back (nn/safetensors.hpp).
 #include <bit>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -28,16 +30,30 @@ void convert_in(const std::byte* in, std::size_t n, To* out) {
   }
 }
 
+// Integers and floating point never convert into each other: a float parameter
+// stored as I64 would lose its fraction, and token ids read as floats are a bug.
+template <typename T>
+void check_kind(const std::string& name, DType dtype, const std::string& what) {
+  constexpr bool integer = std::is_same_v<T, std::int64_t>;
+  if (integer != (dtype == DType::i64)) {
+    throw CheckpointError(fmt::format("{}: tensor '{}' is {}, expected {}", what, name, dtype_name(dtype),
+                                      integer ? "I64 for integers" : "F32 or F64 for floating-point values"));
+  }
+}
+
 }  // namespace
 
 template <typename T>
 TensorRecord to_record(std::string name, const xt::xarray<T>& value, DType dtype) {
+  check_kind<T>(name, dtype, "safetensors");
   TensorRecord r{.name = std::move(name), .dtype = dtype, .shape = Shape(value.shape()), .data = {}};
   r.data.resize(value.size() * dtype_size(dtype));
   if (dtype == DType::f32) {
     convert<float>(value.data(), value.size(), r.data.data());
-  } else {
+  } else if (dtype == DType::f64) {
     convert<double>(value.data(), value.size(), r.data.data());
+  } else {
+    convert<std::int64_t>(value.data(), value.size(), r.data.data());
   }
   return r;
 }
@@ -50,11 +66,14 @@ xt::xarray<T> from_record(const TensorRecord& record, const std::string& source)
     throw CheckpointError(fmt::format("{}: tensor '{}': {} bytes for shape {} of {}", source, record.name,
                                       record.data.size(), format_shape(record.shape), dtype_name(record.dtype)));
   }
+  check_kind<T>(record.name, record.dtype, source);
   xt::xarray<T> out = xt::xarray<T>::from_shape(record.shape);
   if (record.dtype == DType::f32) {
     convert_in<T, float>(record.data.data(), n, out.data());
-  } else {
+  } else if (record.dtype == DType::f64) {
     convert_in<T, double>(record.data.data(), n, out.data());
+  } else {
+    convert_in<T, std::int64_t>(record.data.data(), n, out.data());
   }
   return out;
 }
@@ -64,6 +83,7 @@ xt::xarray<T> from_record(const TensorRecord& record, const std::string& source)
   template xt::xarray<T> from_record<T>(const TensorRecord&, const std::string&);
 HEADROOM_INSTANTIATE(float)
 HEADROOM_INSTANTIATE(double)
+HEADROOM_INSTANTIATE(std::int64_t)
 #undef HEADROOM_INSTANTIATE
 
 }  // namespace headroom

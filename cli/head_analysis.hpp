@@ -1,0 +1,81 @@
+// What each attention head of a trained model does, measured on validation batches
+// (`headroom heads`):
+//
+//   loss_increase   val loss with this head alone gated out (MultiHeadAttention's
+//                   head gate at 0), minus the full model's: the cost of removing it
+//                   (Michel et al., 2019, "Are Sixteen Heads Really Better than One?").
+//   importance      Michel et al.'s head importance: the mean over validation rows of
+//                   |d loss(row) / d gate|, the gate's derivative at gates of one.
+//                   A first-order estimate of loss_increase that needs one backward
+//                   pass per row instead of one evaluation per head.
+//   confidence      the mean over queries of the largest attention weight (Voita et
+//                   al., 2019): near 1 for a head that looks at one token.
+//   entropy         the mean over queries of the attention distribution's entropy
+//                   (nats); 0 for one token, log(t+1) for uniform over t+1 keys.
+//   dominant offset the most frequent (query - argmax key): 0 attends to itself, 1 is
+//                   a previous-token head; with the share of queries that have it.
+//   previous_token  the mean weight on key q-1.
+//   induction       the mean weight on key p+1, where p < q is the latest earlier
+//                   position holding the query's token, over the queries whose token
+//                   occurred before (an induction head attends to the token after
+//                   the previous occurrence of the current one); NaN when no query
+//                   of the batches repeats a token.
+//
+// The per-query statistics skip query 0, which has one key under the causal mask and
+// so a weight of exactly 1 in every head.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/trainer.hpp"
+#include "data/dataset.hpp"
+#include "nn/transformer.hpp"
+
+namespace headroom::cli {
+
+struct HeadStats {
+  std::size_t layer = 0, head = 0;
+  EvalResult masked;             // the model with this head alone gated out
+  double loss_increase = 0;      // masked.loss - the full model's
+  double accuracy_drop = 0;      // the full model's accuracy - masked.accuracy
+  double importance = 0;         // mean |d loss(row) / d gate|
+  double importance_in_layer = 0;  // importance / the l2 norm of its layer's importances
+  double confidence = 0;
+  double entropy = 0;
+  long dominant_offset = 0;
+  double offset_share = 0;       // share of queries whose argmax key is at dominant_offset
+  double previous_token = 0;
+  double induction = 0;          // NaN when no query repeats an earlier token
+};
+
+struct HeadReport {
+  EvalResult full;               // every head on
+  std::vector<HeadStats> heads;  // layer-major: layer 0's heads, then layer 1's, ...
+  std::size_t rows = 0;          // validation rows measured
+};
+
+// Every statistic above for every head. Leaves the model's gates cleared and its
+// gradients zero. Throws std::invalid_argument when `batches` is empty.
+HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches);
+
+struct PrunePoint {
+  std::size_t removed = 0;  // heads gated out so far
+  double fraction = 0;      // removed / all heads
+  EvalResult val;
+  std::string head;         // "layer L head H", the head removed at this point ("" at 0)
+};
+
+// Gates heads out one at a time in `order` ((layer, head) pairs) and evaluates after
+// each: removed = 0 (the full model) .. order.size(). Leaves the gates cleared.
+std::vector<PrunePoint> prune_curve(TransformerLM<float>& model, const std::vector<Batch>& batches,
+                                    const std::vector<std::pair<std::size_t, std::size_t>>& order);
+
+// The heads in increasing importance_in_layer (Michel et al. normalise per layer
+// before comparing across layers), or in increasing raw importance with
+// per_layer false; ties by layer then head.
+std::vector<std::pair<std::size_t, std::size_t>> importance_order(const HeadReport& report, bool per_layer = true);
+
+}  // namespace headroom::cli

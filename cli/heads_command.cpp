@@ -1,0 +1,213 @@
+// `headroom heads`: what each attention head of a trained model does (masking cost,
+// gradient importance, confidence, entropy, dominant offset, previous-token and
+// induction scores; cli/head_analysis.hpp), and with --prune the validation accuracy
+// as heads are removed greedily.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "autograd/gemm.hpp"
+#include "cli/commands.hpp"
+#include "cli/head_analysis.hpp"
+#include "cli/model_dir.hpp"
+#include "cli/svg.hpp"
+#include "cli/validators.hpp"
+#include "nn/checkpoint.hpp"
+#include "nn/safetensors.hpp"
+
+namespace headroom::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct HeadsFlags {
+  std::string model;
+  std::string out;
+  std::optional<std::size_t> batches, batch;
+  std::optional<std::uint64_t> seed;
+  bool prune = false;
+};
+
+using HeadOrder = std::vector<std::pair<std::size_t, std::size_t>>;
+
+std::string number(double v) { return std::isnan(v) ? std::string() : fmt::format("{:.6g}", v); }
+
+std::string heads_csv(const HeadReport& r) {
+  std::string csv =
+      "layer,head,masked_val_loss,masked_val_accuracy,loss_increase,accuracy_drop,importance,importance_in_layer,"
+      "confidence,entropy,dominant_offset,offset_share,previous_token,induction\n";
+  for (const HeadStats& s : r.heads) {
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.layer, s.head, number(s.masked.loss),
+                       number(s.masked.accuracy), number(s.loss_increase), number(s.accuracy_drop),
+                       number(s.importance), number(s.importance_in_layer), number(s.confidence), number(s.entropy),
+                       s.dominant_offset, number(s.offset_share), number(s.previous_token), number(s.induction));
+  }
+  return csv;
+}
+
+// Heads in increasing single-head loss increase: the order an exhaustive one-at-a-
+// time measurement would suggest.
+HeadOrder loss_order(const HeadReport& r) {
+  std::vector<const HeadStats*> heads;
+  for (const HeadStats& s : r.heads) heads.push_back(&s);
+  std::stable_sort(heads.begin(), heads.end(),
+                   [](const HeadStats* a, const HeadStats* b) { return a->loss_increase < b->loss_increase; });
+  HeadOrder order;
+  for (const HeadStats* s : heads) order.emplace_back(s->layer, s->head);
+  return order;
+}
+
+// Every head in a seeded random order (Fisher-Yates).
+HeadOrder random_order(const HeadReport& r, std::uint64_t seed) {
+  HeadOrder order;
+  for (const HeadStats& s : r.heads) order.emplace_back(s.layer, s.head);
+  Rng rng(stream_seed(seed, 7));
+  for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  return order;
+}
+
+struct NamedCurve {
+  std::string key;    // prune.csv's order column
+  std::string label;  // the plot's legend
+  std::vector<PrunePoint> points;
+};
+
+std::string prune_csv(const std::vector<NamedCurve>& curves) {
+  std::string csv = "order,removed,fraction,val_loss,val_accuracy,removed_head\n";
+  for (const NamedCurve& c : curves) {
+    for (const PrunePoint& p : c.points) {
+      csv += fmt::format("{},{},{},{},{},{}\n", c.key, p.removed, number(p.fraction), number(p.val.loss),
+                         number(p.val.accuracy), p.head);
+    }
+  }
+  return csv;
+}
+
+std::string prune_svg(const std::vector<NamedCurve>& curves, const std::string& model) {
+  svg::Chart acc, loss;
+  acc.title = "Validation accuracy as heads are removed";
+  acc.x.label = "heads removed (% of all)";
+  acc.y.label = "validation accuracy (%)";
+  acc.y.floor = 0;
+  acc.y.ceiling = 100;
+  loss.title = "Validation loss as heads are removed";
+  loss.x.label = acc.x.label;
+  loss.y.label = "validation loss (nats/token, log scale)";
+  loss.y.scale = svg::Scale::log;
+  for (const NamedCurve& c : curves) {
+    svg::Series a, l;
+    a.name = l.name = c.label;
+    for (const PrunePoint& p : c.points) {
+      a.x.push_back(100 * p.fraction);
+      a.y.push_back(100 * p.val.accuracy);
+      l.x.push_back(100 * p.fraction);
+      l.y.push_back(p.val.loss);
+    }
+    acc.series.push_back(std::move(a));
+    loss.series.push_back(std::move(l));
+  }
+  return svg::render({acc, loss}, fmt::format("Pruning the heads of {} (greedy, gates at 0)", model));
+}
+
+int run_heads(const HeadsFlags& flags) {
+  const fs::path file = resolve_model_file(flags.model);
+  const std::string source = file.string();
+  const std::optional<TrainConfig> run = run_config_of(file);
+  const OptimConfig defaults = run ? run->optim : OptimConfig{};
+  const std::size_t batches = flags.batches.value_or(defaults.eval_batches);
+  const std::size_t batch = flags.batch.value_or(defaults.batch);
+  const std::uint64_t seed = flags.seed.value_or(defaults.seed);
+  set_blas_threads(defaults.threads);
+
+  LoadedModel<float> loaded = load_model<float>(file);
+  const DataDescription data = data_description(loaded.metadata, source);
+  const std::unique_ptr<Dataset> dataset =
+      own_dataset(data, source, "run headroom heads from the directory the model was trained in");
+  const fs::path out = flags.out.empty() ? file.parent_path() : fs::path(flags.out);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out)) {
+    throw std::invalid_argument(fmt::format("--out '{}': cannot create the directory ({})", out.string(),
+                                            ec ? ec.message() : "a file is in the way"));
+  }
+
+  TransformerLM<float>& model = *loaded.model;
+  const ModelConfig& m = model.config();
+  fmt::print("model     {} ({}, {} layers x {} heads, d_k {}, d_v {}, {} kv heads)\n", source,
+             data.is_text() ? "character-level text" : data.task, m.n_layers, m.n_heads, m.d_k, m.d_v,
+             m.n_kv_heads);
+  fmt::print("data      validation split: {} batch{} of {} rows, the trainer's batches for seed {}\n", batches,
+             batches == 1 ? "" : "es", batch, seed);
+  std::fflush(stdout);
+  const std::vector<Batch> val = validation_batches(*dataset, batches, batch, validation_seed(seed));
+  const HeadReport r = analyze_heads(model, val);
+  fmt::print("full      val loss {:.4f}, accuracy {:.2f}% ({} counted targets)\n\n", r.full.loss,
+             100 * r.full.accuracy, r.full.counted);
+  fmt::print("layer  head  loss+ (masked)  acc- (masked)  importance  in layer  confidence  entropy  offset  share  "
+             "prev-token  induction\n");
+  for (const HeadStats& s : r.heads) {
+    fmt::print("{:>5}  {:>4}  {:>14.3g}  {:>12.2f}%  {:>10.3g}  {:>8.3f}  {:>10.3f}  {:>7.3f}  {:>6}  {:>4.0f}%  {:>10.3f}  "
+               "{:>9}\n",
+               s.layer, s.head, s.loss_increase, 100 * s.accuracy_drop, s.importance, s.importance_in_layer,
+               s.confidence, s.entropy, s.dominant_offset, 100 * s.offset_share, s.previous_token,
+               std::isnan(s.induction) ? std::string("-") : fmt::format("{:.3f}", s.induction));
+  }
+  write_file_atomically(out / "heads.csv", heads_csv(r));
+  fmt::print("\nwrote {}\n", (out / "heads.csv").string());
+
+  if (flags.prune) {
+    const std::vector<NamedCurve> curves = {
+        {"importance_per_layer", "importance normalised per layer (Michel et al.)",
+         prune_curve(model, val, importance_order(r))},
+        {"importance", "importance, not normalised", prune_curve(model, val, importance_order(r, false))},
+        {"loss_increase", "single-head loss increase", prune_curve(model, val, loss_order(r))},
+        {"random", fmt::format("random order (seed {})", seed), prune_curve(model, val, random_order(r, seed))},
+    };
+    fmt::print("\npruning by importance normalised per layer, least important first:\n");
+    for (const PrunePoint& p : curves[0].points) {
+      fmt::print("  {:>3} removed ({:>3.0f}%)  val loss {:.4f}  accuracy {:6.2f}%  {}\n", p.removed,
+                 100 * p.fraction, p.val.loss, 100 * p.val.accuracy, p.head.empty() ? "" : "-" + p.head);
+    }
+    write_file_atomically(out / "prune.csv", prune_csv(curves));
+    write_file_atomically(out / "prune.svg", prune_svg(curves, source));
+    fmt::print("wrote {} and {}\n", (out / "prune.csv").string(), (out / "prune.svg").string());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Run add_heads_command(CLI::App& app) {
+  auto f = std::make_shared<HeadsFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "heads",
+      "What each attention head of a trained model does, on its validation batches: the loss and accuracy cost of "
+      "gating that head out alone, Michel et al.'s gradient importance (mean |d loss / d gate| over rows), "
+      "confidence (mean largest weight) and entropy of its attention, its dominant relative offset (1 is a "
+      "previous-token head), and its previous-token and induction scores. Writes heads.csv; with --prune also the "
+      "accuracy as heads are removed greedily (prune.csv, prune.svg).");
+  cmd->add_option("--model", f->model,
+                  "A run directory written by headroom train --out (its model.safetensors, else its newest "
+                  "checkpoint), or a .safetensors file")
+      ->required();
+  cmd->add_option("--out", f->out, "Directory for heads.csv, prune.csv and prune.svg (default: the model's directory)");
+  cmd->add_option("--batches", f->batches,
+                  "Validation batches (default: the run's eval_batches from its config.json, else 8)")
+      ->check(kCount);
+  cmd->add_option("--batch", f->batch, "Rows per batch (default: the run's batch, else 32)")->check(kCount);
+  cmd->add_option("--seed", f->seed,
+                  "Seed of the run whose validation batches to draw, and of the random pruning order (default: the "
+                  "run's seed, else 0)")
+      ->check(kWholeNumber);
+  cmd->add_flag("--prune", f->prune,
+                "Also remove heads one at a time (least important first by importance normalised per layer as "
+                "Michel et al. do; by raw importance; by single-head loss increase; in a random order) and write the validation accuracy and loss after "
+                "each removal to prune.csv and prune.svg");
+  return [f] { return run_heads(*f); };
+}
+
+}  // namespace headroom::cli
