@@ -326,6 +326,29 @@ std::vector<CaseDef> build_cases() {
                  return unary_case([causal](const D& x) { return masked_fill(x, causal, -3.0); },
                                    any({dim(r, 2), t, t}, r), "causal mask over ");
                }});
+  struct AttentionCase {
+    const char* what;
+    std::size_t heads, kv_heads, dk, dv;
+    bool causal, padding;
+  };
+  for (const AttentionCase a : {AttentionCase{"causal, 2 heads", 2, 2, 3, 3, true, false},
+                                AttentionCase{"GQA 4 over 2, d_v != d_k", 4, 2, 2, 3, true, false},
+                                AttentionCase{"MQA, not causal", 3, 1, 2, 2, false, false},
+                                AttentionCase{"key padding, a query that sees no key", 2, 1, 2, 2, true, true}}) {
+    c.push_back({"attention", a.what, [=](Rng& r) {
+                   const std::size_t b = 2, t = dim(r, 3, 4);
+                   Inputs in{any({b, t, a.heads * a.dk}, r), any({b, t, a.kv_heads * a.dk}, r),
+                             any({b, t, a.kv_heads * a.dv}, r)};
+                   Mask pad = xt::zeros<bool>(Shape{b, t});
+                   pad(0, 0) = true;  // batch 0: query 0 sees only key 0 (causal), which is padding
+                   pad(1, t - 1) = true;
+                   const bool use_pad = a.padding;
+                   return Prepared{shapes_of(in), in, [=](const Inputs& x) {
+                                     return attention(x[0], x[1], x[2], a.heads, a.kv_heads, 0.7, a.causal,
+                                                      use_pad ? &pad : nullptr);
+                                   }};
+                 }});
+  }
   c.push_back({"layer_norm", "random rows", [=](Rng& r) {
                  const std::size_t ch = dim(r, 2, 6);
                  Inputs in{any({dim(r, 2), dim(r, 2), ch}, r), any({ch}, r), any({ch}, r)};
@@ -363,7 +386,7 @@ const std::vector<std::string>& op_names() {
       "relu",      "gelu",          "gelu_tanh", "pow",         "sum",     "mean",
       "reshape",   "transpose",     "permute",   "concat",      "slice",   "split",
       "matmul",    "linear",      "softmax",       "log_softmax", "cross_entropy", "embedding", "masked_fill",
-      "layer_norm", "dropout"};
+      "layer_norm", "attention", "dropout"};
   return names;
 }
 

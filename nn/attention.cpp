@@ -124,8 +124,26 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
     throw ShapeError(fmt::format("MultiHeadAttention: key_padding_mask must be (B, T) = {}, got {}",
                                  format_shape({B, T_}), format_shape(key_padding_mask->shape())));
   }
-  // Grouped heads as a 5-D batch: query head j = kv * g + r sits at (kv, r), so one
-  // broadcast matmul lets the g query heads of a group share their key/value head.
+  const bool sum_heads = options_.head_combine == HeadCombine::sum;
+  if (!(options_.dropout > 0.0 && this->is_training())) {
+    // The fused op (autograd/ops_attention.cpp): every head in one pass, reading the
+    // packed projections in place. Dropout on the weights needs the composed form.
+    xt::xarray<T> weights;
+    Tensor<T> ctx = attention(q_proj_.forward(x), k_proj_.forward(x), v_proj_.forward(x), H, G, static_cast<T>(scale_),
+                              options_.causal, key_padding_mask, need_weights ? &weights : nullptr);  // (B, T, H dv)
+    if (head_gate_ || sum_heads) {
+      Tensor<T> heads = reshape(ctx, {B, T_, H, dv});
+      if (head_gate_) heads = mul(heads, reshape(*head_gate_, {1, 1, H, 1}));
+      ctx = sum_heads ? sum(heads, {2}) : reshape(heads, {B, T_, H * dv});
+    }
+    AttentionOutput<T> result{out_proj_.forward(ctx), Tensor<T>()};  // (B, T, C)
+    if (need_weights) result.weights = Tensor<T>(std::move(weights));
+    return result;
+  }
+
+  // The composed form, for attention dropout in training. Grouped heads as a 5-D
+  // batch: query head j = kv * g + r sits at (kv, r), so one broadcast matmul lets
+  // the g query heads of a group share their key/value head.
   Tensor<T> q = reshape(split_heads(q_proj_.forward(x), H), {B, G, g, T_, dk});  // (B, G, g, T, dk)
   Tensor<T> k = reshape(split_heads(k_proj_.forward(x), G), {B, G, 1, T_, dk});  // (B, G, 1, T, dk)
   Tensor<T> v = reshape(split_heads(v_proj_.forward(x), G), {B, G, 1, T_, dv});  // (B, G, 1, T, dv)
@@ -143,9 +161,8 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
 
   Tensor<T> ctx = reshape(matmul(attn, v), {B, H, T_, dv});  // (B, H, T, dv)
   if (head_gate_) ctx = mul(ctx, reshape(*head_gate_, {1, H, 1, 1}));
-  Tensor<T> combined = options_.head_combine == HeadCombine::concat
-                           ? merge_heads(ctx)   // (B, T, H dv)
-                           : sum(ctx, {1});     // (B, T, dv)
+  Tensor<T> combined = sum_heads ? sum(ctx, {1})      // (B, T, dv)
+                                 : merge_heads(ctx);  // (B, T, H dv)
   AttentionOutput<T> result{out_proj_.forward(combined), Tensor<T>()};  // (B, T, C)
   if (need_weights) result.weights = reshape(attn, {B, H, T_, T_});
   return result;

@@ -377,3 +377,63 @@ TEST_CASE("head gate: all zero leaves out_proj's bias, zero for head j removes e
                          std::invalid_argument);
   }
 }
+
+// The composed form the fused op replaced (and that MultiHeadAttention still uses for
+// attention dropout in training): split_heads, two matmuls, scale, masks, softmax,
+// merge_heads.
+static D composed_attention(const D& q, const D& k, const D& v, std::size_t H, std::size_t G, double scale,
+                            bool causal, const hr::Mask* padding) {
+  const std::size_t B = q.shape()[0], T = q.shape()[1], dk = q.shape()[2] / H, dv = v.shape()[2] / G;
+  D qh = hr::reshape(hr::split_heads(q, H), {B, G, H / G, T, dk});
+  D kh = hr::reshape(hr::split_heads(k, G), {B, G, 1, T, dk});
+  D vh = hr::reshape(hr::split_heads(v, G), {B, G, 1, T, dv});
+  D scores = hr::mul_scalar(hr::matmul(qh, hr::transpose(kh)), scale);
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  if (causal) scores = hr::masked_fill(scores, hr::causal_mask(T), neg_inf);
+  if (padding) {
+    hr::Mask keys = *padding;
+    keys.reshape({B, 1, 1, 1, T});
+    scores = hr::masked_fill(scores, keys, neg_inf);
+  }
+  return hr::merge_heads(hr::reshape(hr::matmul(hr::softmax(scores, -1), vh), {B, H, T, dv}));
+}
+
+TEST_CASE("the fused attention op equals the composed ops it replaced, values and gradients") {
+  struct Layout {
+    const char* what;
+    std::size_t H, G, dk, dv;
+    bool causal, padded;
+  };
+  for (const Layout l : {Layout{"MHA causal", 4, 4, 3, 3, true, false}, Layout{"GQA, d_v != d_k", 4, 2, 3, 5, true, false},
+                         Layout{"MQA, not causal", 3, 1, 4, 2, false, false},
+                         Layout{"key padding with a query that sees nothing", 2, 2, 3, 3, true, true}}) {
+    CAPTURE(std::string(l.what));
+    hr::Rng rng(11);
+    const std::size_t B = 2, T = 5;
+    hr::Mask pad = xt::zeros<bool>({B, T});
+    pad(0, 0) = true;
+    pad(1, 3) = true;
+    const hr::Mask* padding = l.padded ? &pad : nullptr;
+    std::vector<D> fused_in, composed_in;
+    for (const std::size_t width : {l.H * l.dk, l.G * l.dk, l.G * l.dv}) {
+      const xt::xarray<double> value = hr::normal_init<double>({B, T, width}, 1.0, rng);
+      fused_in.emplace_back(value, true);
+      composed_in.emplace_back(value, true);
+    }
+    xt::xarray<double> weights;
+    const D fused = hr::attention(fused_in[0], fused_in[1], fused_in[2], l.H, l.G, 0.6, l.causal, padding, &weights);
+    const D composed = composed_attention(composed_in[0], composed_in[1], composed_in[2], l.H, l.G, 0.6, l.causal,
+                                          padding);
+    REQUIRE(fused.shape() == composed.shape());
+    CHECK(xt::allclose(fused.value(), composed.value(), 1e-12, 1e-13));
+    CHECK(weights.shape() == hr::Shape{B, l.H, T, T});
+    // The same non-uniform upstream gradient through both.
+    const xt::xarray<double> upstream = hr::normal_init<double>(fused.shape(), 1.0, rng);
+    fused.backward(upstream, {.keep_tape = true});  // the composed graph is on the same tape
+    composed.backward(upstream);
+    for (std::size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);  // 0 q, 1 k, 2 v
+      CHECK(xt::allclose(fused_in[i].grad(), composed_in[i].grad(), 1e-12, 1e-13));
+    }
+  }
+}

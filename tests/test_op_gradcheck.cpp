@@ -50,6 +50,7 @@ HEADROOM_OP_GRADCHECK("cross_entropy")
 HEADROOM_OP_GRADCHECK("embedding")
 HEADROOM_OP_GRADCHECK("masked_fill")
 HEADROOM_OP_GRADCHECK("layer_norm")
+HEADROOM_OP_GRADCHECK("attention")
 HEADROOM_OP_GRADCHECK("dropout")
 
 TEST_CASE("every op has a gradcheck test above and cases in the suite") {
@@ -59,7 +60,7 @@ TEST_CASE("every op has a gradcheck test above and cases in the suite") {
       "add", "sub", "mul", "div", "neg", "add_scalar", "mul_scalar", "exp", "log", "sqrt", "rsqrt",
       "tanh", "relu", "gelu", "gelu_tanh", "pow", "sum", "mean", "reshape", "transpose", "permute",
       "concat", "slice", "split", "matmul", "linear", "softmax", "log_softmax", "cross_entropy", "embedding",
-      "masked_fill", "layer_norm", "dropout"};
+      "masked_fill", "layer_norm", "attention", "dropout"};
   std::set<std::string> in_suite;
   for (const auto& r : headroom::run_op_checks()) in_suite.insert(r.op);
   for (const auto& op : headroom::op_names()) {

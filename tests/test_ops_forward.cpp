@@ -297,6 +297,13 @@ std::map<std::string, Runner> make_runners() {
     return std::vector<F>{
         hr::layer_norm(c.input("x"), c.input("weight"), c.input("bias"), c.real("eps"))};
   };
+  r["attention"] = [](const FixtureCase& c) {
+    const hr::Mask padding = c.find("mask") ? c.mask("mask") : hr::Mask();
+    return std::vector<F>{hr::attention(c.input("q"), c.input("k"), c.input("v"),
+                                        static_cast<std::size_t>(c.integer("n_heads")),
+                                        static_cast<std::size_t>(c.integer("n_kv_heads")), c.real("scale"),
+                                        c.integer("causal") != 0, c.find("mask") ? &padding : nullptr)};
+  };
   return r;
 }
 
@@ -418,6 +425,7 @@ TEST_CASE("forward: cross_entropy") { check_op("cross_entropy"); }
 TEST_CASE("forward: embedding") { check_op("embedding"); }
 TEST_CASE("forward: masked_fill") { check_op("masked_fill"); }
 TEST_CASE("forward: layer_norm") { check_op("layer_norm"); }
+TEST_CASE("forward: attention") { check_op("attention"); }
 
 // ---- dropout, by its rule ------------------------------------------------------------------
 
