@@ -33,6 +33,7 @@
 #include <fmt/ranges.h>
 
 #include "autograd/gemm.hpp"
+#include "autograd/memory.hpp"
 #include "autograd/random.hpp"
 #include "nn/transformer.hpp"
 #include "optim/optim.hpp"
@@ -54,6 +55,7 @@ struct BenchOptions {
   std::size_t warmup_steps = 5;  // run first, not timed
   int threads = 1;
   std::uint64_t seed = 0;
+  std::string allocator = "retain";  // retain: headroom::retain_freed_memory(), as headroom does; glibc: its defaults
 };
 
 // The value at quantile q of sorted values, by linear interpolation between the
@@ -98,6 +100,9 @@ int run(const BenchOptions& o) {
   if (o.steps == 0) throw std::invalid_argument("train_step_bench: --steps must be positive, got 0");
   if (o.threads < 1) throw std::invalid_argument(fmt::format("train_step_bench: --threads must be >= 1, got {}", o.threads));
   hr::set_blas_threads(o.threads);
+  if (o.allocator == "retain" && !hr::retain_freed_memory()) {
+    throw std::runtime_error("train_step_bench: the C library refused retain_freed_memory's settings");
+  }
 
   const hr::ModelConfig config{.vocab = o.vocab,
                                .d_model = o.d_model,
@@ -176,6 +181,11 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-steps", o.warmup_steps, "untimed steps before them")->capture_default_str();
   app.add_option("--threads", o.threads, "OpenBLAS threads")->capture_default_str();
   app.add_option("--seed", o.seed, "seeds the weights and the batches")->capture_default_str();
+  app.add_option("--allocator", o.allocator,
+                 "retain: keep freed buffers for the next step (headroom::retain_freed_memory, what headroom train "
+                 "does); glibc: the C library's defaults")
+      ->check(CLI::IsMember({"retain", "glibc"}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "autograd/memory.hpp"
 #include "cli/commands.hpp"
 #include "cli/trainer.hpp"
 
@@ -20,6 +21,8 @@ constexpr int kInternalError = 3;
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Training allocates and frees the same large buffers every step: keep them.
+  headroom::retain_freed_memory();
   CLI::App app{
       "headroom: train, gradient-check, sample, evaluate and ablate small transformers to see what attention "
       "heads buy you.",
