@@ -1,9 +1,16 @@
 #include "autograd/gemm.hpp"
 
-#include <cblas.h>
+#include <cblas.h>  // BLIS's or OpenBLAS's (autograd/CMakeLists.txt)
+#ifdef HEADROOM_BLAS_BLIS
+#include <blis.h>
+#endif
 
 namespace headroom {
 namespace {
+
+#ifdef HEADROOM_BLAS_BLIS
+using blasint = f77_int;
+#endif
 
 CBLAS_TRANSPOSE flag(bool t) { return t ? CblasTrans : CblasNoTrans; }
 blasint to_int(std::size_t v) { return static_cast<blasint>(v); }
@@ -42,6 +49,10 @@ void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
               a, to_ld(lda), b, to_ld(ldb), beta, c, to_ld(ldc));
 }
 
+#ifdef HEADROOM_BLAS_BLIS
+void set_blas_threads(int threads) { bli_thread_set_num_threads(threads); }
+#else
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
+#endif
 
 }  // namespace headroom

@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake        # compiler, CMake and CTest
   libxtensor-dev libxsimd-dev  # arrays (XTENSOR_USE_XSIMD)
-  libxtensor-blas-dev libopenblas-dev liblapack-dev  # GEMMs
+  libblis-pthread-dev                                 # GEMMs (HEADROOM_BLAS=BLIS, the default)
+  libxtensor-blas-dev libopenblas-dev liblapack-dev  # xtensor-blas; OpenBLAS for HEADROOM_BLAS=OpenBLAS
   libfmt-dev libcli11-dev nlohmann-json3-dev doctest-dev
 )
 
