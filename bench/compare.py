@@ -13,8 +13,14 @@ counts, or an initial loss far from ln(vocab)), 2 for a usage error.
 
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, set on some machines, are left as they are
 (they can slow OpenBLAS, and with it both sides); the table's header says whether
-they are set. OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are set to --threads for
-both children.
+they are set. OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and BLIS_NUM_THREADS are set to
+--threads for both children.
+
+--torch-blas same (the default) gives torch the BLAS library headroom's benchmark is
+linked to, so that both run the same GEMM kernels: when that is BLIS, torch gets
+BLIS's libblas.so.3 through LD_PRELOAD (Debian's torch calls the BLAS interface of
+whatever libblas.so.3 it loads). --torch-blas native leaves torch on the system's
+libblas.so.3 (OpenBLAS on Debian).
 """
 
 import argparse
@@ -56,6 +62,9 @@ def parse_args():
                    help="directory holding train_step_bench (default build/bench)")
     p.add_argument("--python", default="/usr/bin/python3", help="a python3 with torch (default /usr/bin/python3)")
     p.add_argument("--json", metavar="PATH", help="also write every run's JSON line to PATH")
+    p.add_argument("--torch-blas", choices=("same", "native"), default="same",
+                   help="same: torch runs on the BLAS library headroom's benchmark links (default); "
+                        "native: on the system's libblas.so.3")
     a = p.parse_args()
     names = [c.strip() for c in a.configs.split(",") if c.strip()]
     unknown = [c for c in names if c not in CONFIGS]
@@ -84,6 +93,19 @@ def run_once(cmd, env):
     return json.loads(lines[-1])
 
 
+def linked_blas(binary):
+    """(name, libblas.so.3 of the same library or None) for the BLAS `binary` links."""
+    out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if "libblis.so" in line and "=>" in line:
+            lib = Path(line.split("=>")[1].split("(")[0].strip())
+            blas = lib.parent / "libblas.so.3"
+            return "BLIS", (blas if blas.exists() else None)
+        if "libopenblas" in line:
+            return "OpenBLAS", None
+    return "unknown", None
+
+
 def cpu_model():
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -103,7 +125,18 @@ def main():
     env = dict(os.environ)
     env["OPENBLAS_NUM_THREADS"] = str(a.threads)
     env["OMP_NUM_THREADS"] = str(a.threads)
+    env["BLIS_NUM_THREADS"] = str(a.threads)
     watched = {k: os.environ.get(k) for k in WATCHED_ENV}
+    headroom_blas, blis_libblas = linked_blas(a.bench)
+    torch_env = dict(env)
+    torch_blas = "the system's libblas.so.3 (OpenBLAS on Debian)"
+    if a.torch_blas == "same" and headroom_blas == "BLIS":
+        if blis_libblas is None:
+            print("compare: headroom links BLIS but BLIS's libblas.so.3 is not beside it; use --torch-blas native",
+                  file=sys.stderr)
+            return 2
+        torch_env["LD_PRELOAD"] = str(blis_libblas)
+        torch_blas = f"BLIS ({blis_libblas}, preloaded)"
     load_before = os.getloadavg()
     started = time.time()
 
@@ -120,7 +153,7 @@ def main():
         runs = {"headroom": [], "torch": []}
         for rep in range(a.reps):
             for impl in ("headroom", "torch"):
-                r = run_once(commands[impl], env)
+                r = run_once(commands[impl], env if impl == "headroom" else torch_env)
                 r["config"] = name
                 r["rep"] = rep + 1
                 runs[impl].append(r)
@@ -147,10 +180,15 @@ def main():
         h_cpu = statistics.median(r["median_cpu_ms"] for r in runs["headroom"])
         t_cpu = statistics.median(r["median_cpu_ms"] for r in runs["torch"])
         tokens = batch * seq_len
+        flops = h0["gemm_flops"]
+        gemm_rate = statistics.median(r["gemm_gflops"] for r in runs["headroom"])
+        h_rate, t_rate = flops / (h_ms / 1000) / 1e9, flops / (t_ms / 1000) / 1e9
         rows.append([
             name, f"{d_model}/{heads}/{layers}/{seq_len}/{batch}",
             f"{h_ms:.2f} ({spread(med['headroom'], 2)})", f"{t_ms:.2f} ({spread(med['torch'], 2)})",
             f"**{t_ms / h_ms:.2f}**", f"{t_cpu / h_cpu:.2f}",
+            f"{flops / (gemm_rate * 1e9) * 1000:.1f}",
+            f"{h_rate:.1f} ({100 * h_rate / gemm_rate:.0f}%)", f"{t_rate:.1f} ({100 * t_rate / gemm_rate:.0f}%)",
             f"{tokens / (h_ms / 1000):,.0f}", f"{tokens / (t_ms / 1000):,.0f}",
             f"{statistics.median(r['peak_rss_mib'] for r in runs['headroom']):.0f}",
             f"{statistics.median(r['peak_rss_mib'] for r in runs['torch']):.0f}",
@@ -163,13 +201,17 @@ def main():
           f"median over {a.reps} alternating runs of each, min-max of the run medians in brackets.")
     print(f"{a.threads} thread(s), float32, vocab {a.vocab}, AdamW lr 1e-3 wd 0.01, clip 1.0; "
           f"torch {all_runs[-1].get('torch_version', '?') if all_runs else '?'} via {a.python}; CPU: {cpu_model()}.")
+    print(f"GEMMs: headroom through {headroom_blas}; torch through {torch_blas}. GEMM floor = the step's GEMM "
+          f"FLOPs at the measured rate of one (B T, C) x (C, 4C) GEMM; GFLOP/s = step GEMM FLOPs / step time, and "
+          f"in brackets its share of that rate.")
     print(f"Environment: {env_note}. Load average (1 min) {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after; {time.time() - started:.0f} s in all.")
     print("ratio = torch ms / headroom ms: > 1 means headroom is faster. The same ratio of process CPU time "
           "per step, less sensitive to other processes on the machine, beside it.")
     print()
     header = ["config", "d_model/heads/layers/T/B", "headroom ms/step", "torch ms/step",
-              "ratio torch/headroom", "ratio by CPU time", "headroom tok/s", "torch tok/s", "headroom peak RSS MiB",
+              "ratio torch/headroom", "ratio by CPU time", "GEMM floor ms", "headroom GFLOP/s", "torch GFLOP/s",
+              "headroom tok/s", "torch tok/s", "headroom peak RSS MiB",
               "torch peak RSS MiB", "initial loss h / t"]
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|")

@@ -96,6 +96,39 @@ std::vector<hr::IndexArray> make_batches(const BenchOptions& o) {
   return batches;
 }
 
+// The GEMM floating-point operations of one training step of this model: the
+// forward's GEMMs (q, k, v and out projections, Q K^T and P V per head, the two
+// feed-forward layers, the output head), times 3 (backward does two GEMMs of the
+// same size for each forward one: the input's and the weight's gradients).
+double step_gemm_flops(const BenchOptions& o) {
+  const double B = static_cast<double>(o.batch), T = static_cast<double>(o.seq_len),
+               C = static_cast<double>(o.d_model), L = static_cast<double>(o.n_layers),
+               V = static_cast<double>(o.vocab);
+  const double tokens = B * T;
+  const double per_layer = 2 * tokens * C * (4 * C)  // q, k, v, out: each (BT, C) x (C, C)
+                           + 2 * 2 * B * T * T * C     // Q K^T and P V over all heads: H d_k = C
+                           + 2 * tokens * C * (8 * C); // fc1 and fc2, d_ff = 4C
+  return 3 * (L * per_layer + 2 * tokens * C * V);
+}
+
+// GFLOP/s of one single-threaded (or --threads) float GEMM of the feed-forward's
+// shape (B T, C) x (C, 4 C), the step's largest, best of 20 after 3 warm-ups.
+double gemm_gflops(const BenchOptions& o) {
+  const std::size_t m = o.batch * o.seq_len, k = o.d_model, n = 4 * o.d_model;
+  hr::Rng rng(o.seed);
+  const xt::xarray<float> a = hr::normal_init<float>({m, k}, 1.0, rng);
+  const xt::xarray<float> b = hr::normal_init<float>({k, n}, 1.0, rng);
+  xt::xarray<float> c = xt::zeros<float>({m, n});
+  double best = 1e300;
+  for (int rep = 0; rep < 23; ++rep) {
+    const auto t0 = Clock::now();
+    hr::gemm<float>(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (rep >= 3) best = std::min(best, s);
+  }
+  return 2.0 * static_cast<double>(m * n * k) / best / 1e9;
+}
+
 int run(const BenchOptions& o) {
   if (o.steps == 0) throw std::invalid_argument("train_step_bench: --steps must be positive, got 0");
   if (o.threads < 1) throw std::invalid_argument(fmt::format("train_step_bench: --threads must be >= 1, got {}", o.threads));
@@ -157,11 +190,12 @@ int run(const BenchOptions& o) {
       "\"batch\": {}, \"vocab\": {}, \"threads\": {}, \"steps\": {}, \"warmup_steps\": {}, "
       "\"parameters\": {}, \"initial_loss\": {:.6f}, \"final_loss\": {:.6f}, \"ln_vocab\": {:.6f}, "
       "\"median_ms\": {:.4f}, \"p10_ms\": {:.4f}, \"p90_ms\": {:.4f}, \"median_cpu_ms\": {:.4f}, "
-      "\"tokens_per_s\": {:.1f}, \"peak_rss_mib\": {:.1f}, \"ms_per_step\": [{:.4f}]}}\n",
+      "\"tokens_per_s\": {:.1f}, \"peak_rss_mib\": {:.1f}, \"gemm_flops\": {:.6g}, \"step_gflops\": {:.3f}, "
+      "\"gemm_gflops\": {:.3f}, \"ms_per_step\": [{:.4f}]}}\n",
       o.d_model, o.n_heads, o.n_layers, o.seq_len, o.batch, o.vocab, o.threads, o.steps, o.warmup_steps,
       model.parameter_count(), initial_loss, final_loss, std::log(static_cast<double>(o.vocab)), median,
       quantile(sorted, 0.1), quantile(sorted, 0.9), quantile(cpu_ms, 0.5), tokens_per_s, peak_rss_mib(),
-      fmt::join(ms, ", "));
+      step_gemm_flops(o), step_gemm_flops(o) / (median / 1000.0) / 1e9, gemm_gflops(o), fmt::join(ms, ", "));
   return 0;
 }
 
