@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/fast_math.hpp"
 #include "autograd/gemm.hpp"
 #include "autograd/ops.hpp"
 
@@ -56,7 +57,7 @@ void masked_softmax_row(T* s, std::size_t i, std::size_t t, bool causal, const b
   }
   T sum = 0;
   for (std::size_t j = 0; j < end; ++j) {
-    const T e = (padding && padding[j]) ? T(0) : std::exp(s[j] - max);
+    const T e = (padding && padding[j]) ? T(0) : fast::exp(s[j] - max);
     s[j] = e;
     sum += e;
   }
