@@ -22,7 +22,7 @@
 
 namespace headroom::fast {
 
-inline float exp(float x) {
+[[gnu::always_inline]] inline float exp(float x) {
   // exp(x) = 2^k exp(r), k = round(x / ln 2), r = x - k ln 2 with |r| <= ln2 / 2.
   constexpr float log2e = std::numbers::log2e_v<float>;
   constexpr float ln2_hi = 0.693145752f;        // ln 2 split so that k * ln2_hi is exact
@@ -48,7 +48,7 @@ inline float exp(float x) {
 }
 inline double exp(double x) { return std::exp(x); }
 
-inline float normal_cdf(float x) {
+[[gnu::always_inline]] inline float normal_cdf(float x) {
   // erf(z) = 1 - (a1 t + a2 t^2 + a3 t^3 + a4 t^4 + a5 t^5) exp(-z^2), t = 1 / (1 + p z),
   // z = |x| / sqrt 2 (Abramowitz and Stegun 7.1.26), odd in z.
   constexpr float p = 0.3275911f, a1 = 0.254829592f, a2 = -0.284496736f, a3 = 1.421413741f,
