@@ -24,8 +24,8 @@ int main(int argc, char** argv) {
   // Training allocates and frees the same large buffers every step: keep them.
   headroom::retain_freed_memory();
   CLI::App app{
-      "headroom: train, gradient-check, sample, evaluate and ablate small transformers to see what attention "
-      "heads buy you.",
+      "headroom: train, gradient-check, sample, evaluate, ablate and look inside small transformers to see what "
+      "attention heads buy you.",
       "headroom"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "headroom 0.1.0");
