@@ -131,14 +131,11 @@ EvalReport eval_own_data(TransformerLM<float>& model, const DataDescription& dat
 int run_eval(const EvalFlags& flags) {
   const fs::path file = resolve_model_file(flags.model);
   const std::string source = file.string();
-  // Validation settings default to the run's own, so that eval draws the batches
-  // the trainer validated on.
-  const std::optional<TrainConfig> run = run_config_of(file);
-  const OptimConfig defaults = run ? run->optim : OptimConfig{};
-  const std::size_t batches = flags.batches.value_or(defaults.eval_batches);
-  const std::size_t batch = flags.batch.value_or(defaults.batch);
-  const std::uint64_t seed = flags.seed.value_or(defaults.seed);
-  set_blas_threads(defaults.threads);  // the trainer's thread count: the same sums in the same order
+  // The batches the trainer validated on, unless the flags say otherwise.
+  const ValidationSettings v = validation_settings(file, flags.batches, flags.batch, flags.seed);
+  const std::size_t batches = v.batches, batch = v.batch;
+  const std::uint64_t seed = v.seed;
+  set_blas_threads(v.threads);
 
   LoadedModel<float> loaded = load_model<float>(file);
   const DataDescription data = data_description(loaded.metadata, source);

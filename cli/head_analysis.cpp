@@ -189,12 +189,11 @@ std::vector<PrunePoint> prune_curve(TransformerLM<float>& model, const std::vect
   return curve;
 }
 
-std::vector<std::pair<std::size_t, std::size_t>> importance_order(const HeadReport& report, bool per_layer) {
+std::vector<std::pair<std::size_t, std::size_t>> heads_by(const HeadReport& report, double HeadStats::*key) {
   std::vector<const HeadStats*> heads;
   for (const HeadStats& s : report.heads) heads.push_back(&s);
-  std::stable_sort(heads.begin(), heads.end(), [per_layer](const HeadStats* a, const HeadStats* b) {
-    return per_layer ? a->importance_in_layer < b->importance_in_layer : a->importance < b->importance;
-  });
+  std::stable_sort(heads.begin(), heads.end(),
+                   [key](const HeadStats* a, const HeadStats* b) { return a->*key < b->*key; });
   std::vector<std::pair<std::size_t, std::size_t>> order;
   for (const HeadStats* s : heads) order.emplace_back(s->layer, s->head);
   return order;

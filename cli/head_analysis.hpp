@@ -73,9 +73,10 @@ struct PrunePoint {
 std::vector<PrunePoint> prune_curve(TransformerLM<float>& model, const std::vector<Batch>& batches,
                                     const std::vector<std::pair<std::size_t, std::size_t>>& order);
 
-// The heads in increasing importance_in_layer (Michel et al. normalise per layer
-// before comparing across layers), or in increasing raw importance with
-// per_layer false; ties by layer then head.
-std::vector<std::pair<std::size_t, std::size_t>> importance_order(const HeadReport& report, bool per_layer = true);
+// The heads as (layer, head) in increasing `key`, ties by layer then head: the
+// pruning orders, e.g. &HeadStats::importance_in_layer (Michel et al. normalise per
+// layer before comparing across layers), &HeadStats::importance, or
+// &HeadStats::loss_increase.
+std::vector<std::pair<std::size_t, std::size_t>> heads_by(const HeadReport& report, double HeadStats::*key);
 
 }  // namespace headroom::cli

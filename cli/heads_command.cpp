@@ -49,18 +49,6 @@ std::string heads_csv(const HeadReport& r) {
   return csv;
 }
 
-// Heads in increasing single-head loss increase: the order an exhaustive one-at-a-
-// time measurement would suggest.
-HeadOrder loss_order(const HeadReport& r) {
-  std::vector<const HeadStats*> heads;
-  for (const HeadStats& s : r.heads) heads.push_back(&s);
-  std::stable_sort(heads.begin(), heads.end(),
-                   [](const HeadStats* a, const HeadStats* b) { return a->loss_increase < b->loss_increase; });
-  HeadOrder order;
-  for (const HeadStats* s : heads) order.emplace_back(s->layer, s->head);
-  return order;
-}
-
 // Every head in a seeded random order (Fisher-Yates).
 HeadOrder random_order(const HeadReport& r, std::uint64_t seed) {
   HeadOrder order;
@@ -116,12 +104,10 @@ std::string prune_svg(const std::vector<NamedCurve>& curves, const std::string& 
 int run_heads(const HeadsFlags& flags) {
   const fs::path file = resolve_model_file(flags.model);
   const std::string source = file.string();
-  const std::optional<TrainConfig> run = run_config_of(file);
-  const OptimConfig defaults = run ? run->optim : OptimConfig{};
-  const std::size_t batches = flags.batches.value_or(defaults.eval_batches);
-  const std::size_t batch = flags.batch.value_or(defaults.batch);
-  const std::uint64_t seed = flags.seed.value_or(defaults.seed);
-  set_blas_threads(defaults.threads);
+  const ValidationSettings v = validation_settings(file, flags.batches, flags.batch, flags.seed);
+  const std::size_t batches = v.batches, batch = v.batch;
+  const std::uint64_t seed = v.seed;
+  set_blas_threads(v.threads);
 
   LoadedModel<float> loaded = load_model<float>(file);
   const DataDescription data = data_description(loaded.metadata, source);
@@ -162,9 +148,9 @@ int run_heads(const HeadsFlags& flags) {
   if (flags.prune) {
     const std::vector<NamedCurve> curves = {
         {"importance_per_layer", "importance normalised per layer (Michel et al.)",
-         prune_curve(model, val, importance_order(r))},
-        {"importance", "importance, not normalised", prune_curve(model, val, importance_order(r, false))},
-        {"loss_increase", "single-head loss increase", prune_curve(model, val, loss_order(r))},
+         prune_curve(model, val, heads_by(r, &HeadStats::importance_in_layer))},
+        {"importance", "importance, not normalised", prune_curve(model, val, heads_by(r, &HeadStats::importance))},
+        {"loss_increase", "single-head loss increase", prune_curve(model, val, heads_by(r, &HeadStats::loss_increase))},
         {"random", fmt::format("random order (seed {})", seed), prune_curve(model, val, random_order(r, seed))},
     };
     fmt::print("\npruning by importance normalised per layer, least important first:\n");

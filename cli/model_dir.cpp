@@ -181,6 +181,16 @@ std::optional<TrainConfig> run_config_of(const fs::path& model_file) {
   return std::nullopt;
 }
 
+ValidationSettings validation_settings(const fs::path& model_file, std::optional<std::size_t> batches,
+                                       std::optional<std::size_t> batch, std::optional<std::uint64_t> seed) {
+  const std::optional<TrainConfig> run = run_config_of(model_file);
+  const OptimConfig defaults = run ? run->optim : OptimConfig{};
+  return {.batches = batches.value_or(defaults.eval_batches),
+          .batch = batch.value_or(defaults.batch),
+          .seed = seed.value_or(defaults.seed),
+          .threads = defaults.threads};
+}
+
 std::unique_ptr<Dataset> own_dataset(const DataDescription& data, const std::string& source,
                                      const std::string& remedy) {
   if (data.is_text()) {

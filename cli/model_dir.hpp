@@ -70,6 +70,19 @@ std::filesystem::path resolve_model_file(const std::filesystem::path& model);
 // exists. A config.json that does not parse is a std::invalid_argument naming it.
 std::optional<TrainConfig> run_config_of(const std::filesystem::path& model_file);
 
+// The validation batches `headroom eval` and `headroom heads` draw: by default the
+// run's own (its config.json's eval_batches, batch and seed, else the global
+// defaults), so they are the batches the trainer validated on; each given value
+// overrides. threads is the run's, so that the sums come in the same order.
+struct ValidationSettings {
+  std::size_t batches = 0;
+  std::size_t batch = 0;
+  std::uint64_t seed = 0;
+  int threads = 1;
+};
+ValidationSettings validation_settings(const std::filesystem::path& model_file, std::optional<std::size_t> batches,
+                                       std::optional<std::size_t> batch, std::optional<std::uint64_t> seed);
+
 // The data a model was trained on, rebuilt from its description: the toy task at its
 // vocab and seq_len, or the text file, which must still be there (relative paths
 // from the current directory) and hold the same characters. Errors are

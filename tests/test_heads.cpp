@@ -232,7 +232,7 @@ TEST_CASE("headroom heads: a missing model or a bad flag is one line and exit st
   CHECK(count_lines(zero.output) == 1);
 }
 
-TEST_CASE("importance_order: increasing importance normalised per layer, or raw") {
+TEST_CASE("heads_by: increasing importance normalised per layer, or raw, ties in layer-major order") {
   hc::HeadReport r;
   // Layer 0 matters much more than layer 1, but within layer 1 head 0 leads.
   const double importance[2][2] = {{0.30, 0.40}, {0.004, 0.003}};
@@ -249,6 +249,6 @@ TEST_CASE("importance_order: increasing importance normalised per layer, or raw"
   }
   using Order = std::vector<std::pair<std::size_t, std::size_t>>;
   // Per layer: 0.6 (0,0), 0.8 (0,1), 0.8 (1,0), 0.6 (1,1); ties keep layer-major order.
-  CHECK(hc::importance_order(r) == Order{{0, 0}, {1, 1}, {0, 1}, {1, 0}});
-  CHECK(hc::importance_order(r, false) == Order{{1, 1}, {1, 0}, {0, 0}, {0, 1}});
+  CHECK(hc::heads_by(r, &hc::HeadStats::importance_in_layer) == Order{{0, 0}, {1, 1}, {0, 1}, {1, 0}});
+  CHECK(hc::heads_by(r, &hc::HeadStats::importance) == Order{{1, 1}, {1, 0}, {0, 0}, {0, 1}});
 }
