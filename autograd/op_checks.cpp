@@ -330,13 +330,17 @@ std::vector<CaseDef> build_cases() {
     const char* what;
     std::size_t heads, kv_heads, dk, dv;
     bool causal, padding;
+    std::size_t min_t = 3, max_t = 4;
   };
+  // The op runs causal attention in blocks of 32 query rows: T = 33..40 crosses one
+  // block boundary and ends in a partial block.
   for (const AttentionCase a : {AttentionCase{"causal, 2 heads", 2, 2, 3, 3, true, false},
                                 AttentionCase{"GQA 4 over 2, d_v != d_k", 4, 2, 2, 3, true, false},
                                 AttentionCase{"MQA, not causal", 3, 1, 2, 2, false, false},
-                                AttentionCase{"key padding, a query that sees no key", 2, 1, 2, 2, true, true}}) {
+                                AttentionCase{"key padding, a query that sees no key", 2, 1, 2, 2, true, true},
+                                AttentionCase{"causal, 2 row blocks, GQA, padding", 2, 1, 2, 2, true, true, 33, 40}}) {
     c.push_back({"attention", a.what, [=](Rng& r) {
-                   const std::size_t b = 2, t = dim(r, 3, 4);
+                   const std::size_t b = 2, t = dim(r, a.min_t, a.max_t);
                    Inputs in{any({b, t, a.heads * a.dk}, r), any({b, t, a.kv_heads * a.dk}, r),
                              any({b, t, a.kv_heads * a.dv}, r)};
                    Mask pad = xt::zeros<bool>(Shape{b, t});

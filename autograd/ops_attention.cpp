@@ -66,6 +66,42 @@ void masked_softmax_row(T* s, std::size_t i, std::size_t t, bool causal, const b
   std::fill(s + end, s + t, T(0));
 }
 
+// dst (cols, rows) = src^T, src (rows, cols) with row stride ld. The GEMM
+// libraries run Q K^T with a transposed right operand at half the speed of the
+// same product on a contiguous K^T at attention's sizes (BLIS 0.9, 128 x 128 x 32:
+// 25 against 54 GFLOP/s), so we pay this small copy (T d_k per kv head) instead.
+template <typename T>
+void transpose_into(T* dst, const T* src, std::size_t rows, std::size_t cols, std::size_t ld) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < cols; ++j) dst[j * rows + i] = src[i * ld + j];
+  }
+}
+
+}  // namespace
+
+// Causal attention's rows [r0, r1) see keys [0, r1) only, so we run every product
+// block of rows by block of rows and skip the hidden upper-right part of the scores:
+// with blocks of 32 rows, 62.5% of the (128, 128) products remain at T = 128 and 75%
+// at T = 64. Without the causal mask there is one block of all rows and all keys.
+namespace {
+
+constexpr std::size_t kCausalBlockRows = 32;
+
+struct RowBlock {
+  std::size_t r0, r1;  // rows [r0, r1)
+  std::size_t keys;    // keys [0, keys) are visible to some row of the block
+};
+
+std::vector<RowBlock> row_blocks(std::size_t t, bool causal) {
+  std::vector<RowBlock> blocks;
+  const std::size_t step = causal ? kCausalBlockRows : t;
+  for (std::size_t r0 = 0; r0 < t; r0 += step) {
+    const std::size_t r1 = std::min(t, r0 + step);
+    blocks.push_back({r0, r1, causal ? r1 : t});
+  }
+  return blocks;
+}
+
 }  // namespace
 
 template <typename T>
@@ -79,54 +115,69 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   xt::xarray<T> p = xt::empty<T>(Shape{d.B, d.H, d.T, d.T});  // the attention weights, saved for backward
   xt::xarray<T> out = xt::empty<T>(Shape{d.B, d.T, ldo});
   const bool* padding = key_padding ? key_padding->data() : nullptr;
+  const std::vector<RowBlock> blocks = row_blocks(d.T, causal);
+  std::vector<T> kt(d.dk * d.T);  // (d_k, T): K_g^T of the current kv head
   for (std::size_t b = 0; b < d.B; ++b) {
     for (std::size_t h = 0; h < d.H; ++h) {
       const std::size_t g = h / d.group();
-      T* ph = p.data() + (b * d.H + h) * d.T * d.T;
-      // Scores (T, T) = scale * Q_h K_g^T, read in place from the packed projections.
-      gemm<T>(false, true, d.T, d.T, d.dk, scale, pq + b * d.T * ldq + h * d.dk, ldq, pk + b * d.T * ldk + g * d.dk,
-              ldk, T(0), ph, d.T);
-      for (std::size_t i = 0; i < d.T; ++i) {
-        masked_softmax_row(ph + i * d.T, i, d.T, causal, padding ? padding + b * d.T : nullptr);
+      if (h % d.group() == 0) transpose_into(kt.data(), pk + b * d.T * ldk + g * d.dk, d.T, d.dk, ldk);
+      T* ph = p.data() + (b * d.H + h) * d.T * d.T;  // (T, T)
+      const T* qh = pq + b * d.T * ldq + h * d.dk;     // (T, d_k), row stride ldq
+      const T* vg = pv + b * d.T * ldv + g * d.dv;     // (T, d_v), row stride ldv
+      T* oh = out.data() + b * d.T * ldo + h * d.dv;   // (T, d_v), row stride ldo
+      for (const RowBlock& r : blocks) {
+        // Scores = scale * Q_h K_g^T over the visible keys.
+        gemm<T>(false, false, r.r1 - r.r0, r.keys, d.dk, scale, qh + r.r0 * ldq, ldq, kt.data(), d.T, T(0),
+                ph + r.r0 * d.T, d.T);
+        for (std::size_t i = r.r0; i < r.r1; ++i) {
+          masked_softmax_row(ph + i * d.T, i, d.T, causal, padding ? padding + b * d.T : nullptr);
+        }
+        // Out_h = P V_g, into head h's columns of the packed output.
+        gemm<T>(false, false, r.r1 - r.r0, d.dv, r.keys, T(1), ph + r.r0 * d.T, d.T, vg, ldv, T(0), oh + r.r0 * ldo,
+                ldo);
       }
-      // Out_h (T, dv) = P V_g, written into head h's columns of the packed output.
-      gemm<T>(false, false, d.T, d.dv, d.T, T(1), ph, d.T, pv + b * d.T * ldv + g * d.dv, ldv, T(0),
-              out.data() + b * d.T * ldo + h * d.dv, ldo);
     }
   }
   if (weights) *weights = p;
-  auto backward = [qn = q.node(), kn = k.node(), vn = v.node(), p = std::move(p), d, scale](
+  auto backward = [qn = q.node(), kn = k.node(), vn = v.node(), p = std::move(p), d, scale, blocks](
                       const xt::xarray<T>& grad, const xt::xarray<T>&) {
     const std::size_t ldq = d.H * d.dk, ldk = d.G * d.dk, ldv = d.G * d.dv, ldo = d.H * d.dv;
-    const T* pq = qn->value.data();
-    const T* pk = kn->value.data();
-    const T* pv = vn->value.data();
-    const T* pg = grad.data();
     xt::xarray<T> gq = xt::empty<T>(qn->value.shape());
     xt::xarray<T> gk = xt::zeros<T>(kn->value.shape());  // the query heads of a group add into it
     xt::xarray<T> gv = xt::zeros<T>(vn->value.shape());
-    std::vector<T> ds(d.T * d.T);
+    std::vector<T> ds(d.T * d.T);    // (T, T): dP, then dS in place
+    std::vector<T> vt(d.dv * d.T);  // (d_v, T): V_g^T of the current kv head
     for (std::size_t b = 0; b < d.B; ++b) {
       for (std::size_t h = 0; h < d.H; ++h) {
         const std::size_t g = h / d.group();
-        const T* ph = p.data() + (b * d.H + h) * d.T * d.T;
-        const T* go = pg + b * d.T * ldo + h * d.dv;  // dOut_h (T, dv), row stride ldo
-        // dV_g += P^T dOut_h
-        gemm<T>(true, false, d.T, d.dv, d.T, T(1), ph, d.T, go, ldo, T(1), gv.data() + b * d.T * ldv + g * d.dv, ldv);
-        // dP = dOut_h V_g^T, then the softmax backward in place: dS = P (dP - rowsum(P dP)).
-        gemm<T>(false, true, d.T, d.T, d.dv, T(1), go, ldo, pv + b * d.T * ldv + g * d.dv, ldv, T(0), ds.data(), d.T);
-        for (std::size_t i = 0; i < d.T; ++i) {
-          const T* pr = ph + i * d.T;
-          T* dr = ds.data() + i * d.T;
-          T dot = 0;
-          for (std::size_t j = 0; j < d.T; ++j) dot += pr[j] * dr[j];
-          for (std::size_t j = 0; j < d.T; ++j) dr[j] = pr[j] * (dr[j] - dot);  // 0 where P is 0 (masked)
+        const T* vg = vn->value.data() + b * d.T * ldv + g * d.dv;  // (T, d_v), row stride ldv
+        if (h % d.group() == 0) transpose_into(vt.data(), vg, d.T, d.dv, ldv);
+        const T* ph = p.data() + (b * d.H + h) * d.T * d.T;           // (T, T)
+        const T* qh = qn->value.data() + b * d.T * ldq + h * d.dk;     // (T, d_k), row stride ldq
+        const T* kg = kn->value.data() + b * d.T * ldk + g * d.dk;     // (T, d_k), row stride ldk
+        const T* go = grad.data() + b * d.T * ldo + h * d.dv;          // dOut_h (T, d_v), row stride ldo
+        T* gqh = gq.data() + b * d.T * ldq + h * d.dk;
+        T* gkg = gk.data() + b * d.T * ldk + g * d.dk;
+        T* gvg = gv.data() + b * d.T * ldv + g * d.dv;
+        for (const RowBlock& r : blocks) {
+          const std::size_t m = r.r1 - r.r0;
+          const T* pb = ph + r.r0 * d.T;
+          T* db = ds.data() + r.r0 * d.T;
+          // dV_g += P^T dOut_h
+          gemm<T>(true, false, r.keys, d.dv, m, T(1), pb, d.T, go + r.r0 * ldo, ldo, T(1), gvg, ldv);
+          // dP = dOut_h V_g^T, then the softmax backward in place: dS = P (dP - rowsum(P dP)).
+          gemm<T>(false, false, m, r.keys, d.dv, T(1), go + r.r0 * ldo, ldo, vt.data(), d.T, T(0), db, d.T);
+          for (std::size_t i = 0; i < m; ++i) {
+            const T* pr = pb + i * d.T;
+            T* dr = db + i * d.T;
+            T dot = 0;
+            for (std::size_t j = 0; j < r.keys; ++j) dot += pr[j] * dr[j];
+            for (std::size_t j = 0; j < r.keys; ++j) dr[j] = pr[j] * (dr[j] - dot);  // 0 where P is 0 (masked)
+          }
+          // dQ_h = scale dS K_g; dK_g += scale dS^T Q_h
+          gemm<T>(false, false, m, d.dk, r.keys, scale, db, d.T, kg, ldk, T(0), gqh + r.r0 * ldq, ldq);
+          gemm<T>(true, false, r.keys, d.dk, m, scale, db, d.T, qh + r.r0 * ldq, ldq, T(1), gkg, ldk);
         }
-        // dQ_h = scale dS K_g; dK_g += scale dS^T Q_h
-        gemm<T>(false, false, d.T, d.dk, d.T, scale, ds.data(), d.T, pk + b * d.T * ldk + g * d.dk, ldk, T(0),
-                gq.data() + b * d.T * ldq + h * d.dk, ldq);
-        gemm<T>(true, false, d.T, d.dk, d.T, scale, ds.data(), d.T, pq + b * d.T * ldq + h * d.dk, ldq, T(1),
-                gk.data() + b * d.T * ldk + g * d.dk, ldk);
       }
     }
     accumulate_grad(*qn, std::move(gq), "attention");

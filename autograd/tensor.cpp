@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <xtensor/xbuilder.hpp>
 
+#include "autograd/profile.hpp"
+
 namespace headroom {
 namespace {
 
@@ -201,7 +203,13 @@ void Tensor<T>::backward(const xt::xarray<T>& upstream, BackwardOptions options)
     Node<T>& out = *e.output;
     if (!out.has_grad) continue;  // not on a path from this tensor
     for (const auto& in : e.inputs) require_history(*in, fmt::format("'{}' uses", e.op).c_str());
-    e.backward(out.grad, out.value);
+    if (OpProfile* profile = OpProfile::active()) {
+      const auto t0 = OpProfile::Clock::now();
+      e.backward(out.grad, out.value);
+      profile->add(e.op, true, std::chrono::duration<double, std::milli>(OpProfile::Clock::now() - t0).count());
+    } else {
+      e.backward(out.grad, out.value);
+    }
     if (check) {
       for (std::size_t k = 0; k < e.inputs.size(); ++k) {
         const Node<T>& in = *e.inputs[k];
@@ -333,6 +341,7 @@ template <typename T>
 Tensor<T> make_result(const char* op, xt::xarray<T>&& value,
                       std::vector<std::shared_ptr<Node<T>>> inputs,
                       std::function<void(const xt::xarray<T>&, const xt::xarray<T>&)> backward) {
+  if (OpProfile* profile = OpProfile::active()) profile->op_made(op);
   if (t_anomaly_enabled) check_forward(op, value, inputs);
   auto node = std::make_shared<Node<T>>();
   node->value = std::move(value);

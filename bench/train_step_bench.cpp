@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,7 @@
 
 #include "autograd/gemm.hpp"
 #include "autograd/memory.hpp"
+#include "autograd/profile.hpp"
 #include "autograd/random.hpp"
 #include "nn/transformer.hpp"
 #include "optim/optim.hpp"
@@ -56,6 +58,7 @@ struct BenchOptions {
   int threads = 1;
   std::uint64_t seed = 0;
   std::string allocator = "retain";  // retain: headroom::retain_freed_memory(), as headroom does; glibc: its defaults
+  bool profile = false;  // time the timed steps per op kind and print the table on stderr
 };
 
 // The value at quantile q of sorted values, by linear interpolation between the
@@ -129,6 +132,34 @@ double gemm_gflops(const BenchOptions& o) {
   return 2.0 * static_cast<double>(m * n * k) / best / 1e9;
 }
 
+// The per-op table of --profile on stderr: milliseconds per step by op kind,
+// forward and backward, and each row's share of the mean step. The backward
+// section's own row is the tape walk minus the op backwards inside it.
+void print_profile(const hr::OpProfile& profile, double walk_ms, const std::vector<double>& step_ms,
+                   std::size_t steps) {
+  std::vector<hr::OpTiming> rows = profile.timings();
+  double op_backward_ms = 0;
+  for (const auto& r : rows) op_backward_ms += r.backward_ms;
+  double step_total = 0;
+  for (double m : step_ms) step_total += m;
+  const double n = static_cast<double>(steps);
+  const double step_mean = step_total / n;
+  double listed = 0;
+  std::cerr << fmt::format("per-op profile, ms per step (mean of {} steps of {:.2f} ms):\n", steps, step_mean);
+  std::cerr << fmt::format("{:<28} {:>10} {:>10} {:>10} {:>7} {:>7}\n", "op", "forward", "backward", "total",
+                           "share", "calls");
+  for (auto& r : rows) {
+    if (r.name == "(backward: tape walk)") r.forward_ms = walk_ms - op_backward_ms;
+    const double f = r.forward_ms / n, b = r.backward_ms / n;
+    listed += f + b;
+    std::cerr << fmt::format("{:<28} {:>10.3f} {:>10.3f} {:>10.3f} {:>6.1f}% {:>7.0f}\n", r.name, f, b, f + b,
+                             100.0 * (f + b) / step_mean,
+                             static_cast<double>(std::max(r.forward_calls, r.backward_calls)) / n);
+  }
+  std::cerr << fmt::format("{:<28} {:>10} {:>10} {:>10.3f} {:>6.1f}%\n", "(not attributed)", "", "",
+                           step_mean - listed, 100.0 * (step_mean - listed) / step_mean);
+}
+
 int run(const BenchOptions& o) {
   if (o.steps == 0) throw std::invalid_argument("train_step_bench: --steps must be positive, got 0");
   if (o.threads < 1) throw std::invalid_argument(fmt::format("train_step_bench: --threads must be >= 1, got {}", o.threads));
@@ -157,14 +188,31 @@ int run(const BenchOptions& o) {
   cpu_ms.reserve(o.steps);
   double initial_loss = 0;
   double final_loss = 0;
+  std::optional<hr::OpProfile> profile;  // made at the first timed step
+  double walk_ms = 0;  // the whole backward() of the profiled steps, op backwards included
   for (std::size_t s = 0; s < batches.size(); ++s) {
     const double c0 = process_cpu_ms();
     const auto t0 = Clock::now();
-    optimizer.zero_grad();
-    hr::Tensor<float> loss = model.loss(batches[s]);
-    loss.backward();
-    hr::clip_grad_norm(params, 1.0);
-    optimizer.step();
+    hr::Tensor<float> loss;
+    if (o.profile && s == o.warmup_steps) profile.emplace();
+    if (profile) {
+      // The same five things, each timed; the ops inside are timed by the profile.
+      profile->section("(zero_grad)", [&] { optimizer.zero_grad(); });
+      loss = model.loss(batches[s]);
+      profile->section("(backward: tape walk)", [&] {
+        const auto b0 = Clock::now();
+        loss.backward();
+        walk_ms += std::chrono::duration<double, std::milli>(Clock::now() - b0).count();
+      });
+      profile->section("(clip_grad_norm)", [&] { hr::clip_grad_norm(params, 1.0); });
+      profile->section("(optimizer step)", [&] { optimizer.step(); });
+    } else {
+      optimizer.zero_grad();
+      loss = model.loss(batches[s]);
+      loss.backward();
+      hr::clip_grad_norm(params, 1.0);
+      optimizer.step();
+    }
     const auto t1 = Clock::now();
     const double c1 = process_cpu_ms();
     const double value = loss.item();
@@ -180,6 +228,7 @@ int run(const BenchOptions& o) {
     if ((s + 1) % 10 == 0) std::cerr << fmt::format("headroom: step {}/{}\n", s + 1, batches.size());
   }
 
+  if (profile) print_profile(*profile, walk_ms, ms, o.steps);
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
   const double median = quantile(sorted, 0.5);
@@ -220,6 +269,9 @@ int main(int argc, char** argv) {
                  "does); glibc: the C library's defaults")
       ->check(CLI::IsMember({"retain", "glibc"}))
       ->capture_default_str();
+  app.add_flag("--profile", o.profile,
+               "also time the timed steps per op kind (forward and backward) and print the table on stderr; "
+               "the timing itself costs a little");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

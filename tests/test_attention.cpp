@@ -403,13 +403,18 @@ TEST_CASE("the fused attention op equals the composed ops it replaced, values an
     const char* what;
     std::size_t H, G, dk, dv;
     bool causal, padded;
+    std::size_t T = 5;
   };
+  // The fused op runs causal attention in blocks of 32 query rows (ops_attention.cpp):
+  // T = 70 crosses two block boundaries and ends in a partial block.
   for (const Layout l : {Layout{"MHA causal", 4, 4, 3, 3, true, false}, Layout{"GQA, d_v != d_k", 4, 2, 3, 5, true, false},
                          Layout{"MQA, not causal", 3, 1, 4, 2, false, false},
-                         Layout{"key padding with a query that sees nothing", 2, 2, 3, 3, true, true}}) {
+                         Layout{"key padding with a query that sees nothing", 2, 2, 3, 3, true, true},
+                         Layout{"causal over three row blocks, GQA, padding", 4, 2, 3, 2, true, true, 70},
+                         Layout{"not causal, T = 70", 2, 2, 2, 3, false, false, 70}}) {
     CAPTURE(std::string(l.what));
     hr::Rng rng(11);
-    const std::size_t B = 2, T = 5;
+    const std::size_t B = 2, T = l.T;
     hr::Mask pad = xt::zeros<bool>({B, T});
     pad(0, 0) = true;
     pad(1, 3) = true;
