@@ -1,5 +1,7 @@
 #include "autograd/gemm.hpp"
 
+#include "autograd/parallel.hpp"
+
 #include <cblas.h>  // BLIS's or OpenBLAS's (autograd/CMakeLists.txt)
 #ifdef HEADROOM_BLAS_BLIS
 #include <blis.h>
@@ -29,13 +31,43 @@ bool degenerate_gemm(std::size_t m, std::size_t n, std::size_t k, T beta, T* c, 
   return true;
 }
 
+#ifdef HEADROOM_BLAS_BLIS
+// One GEMM on this thread alone, through BLIS's typed API: op(A) is (m, k), so a
+// stored A (row-major, row stride lda) is (m, k) or, transposed, (k, m).
+template <typename T, typename Fn>
+void serial_gemm(Fn fn, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                 std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  rntm_t rntm = BLIS_RNTM_INITIALIZER;
+  bli_rntm_set_num_threads(1, &rntm);
+  const auto dim = [](std::size_t v) { return static_cast<dim_t>(v); };
+  const auto stride = [](std::size_t v) { return static_cast<inc_t>(v == 0 ? 1 : v); };
+  fn(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, dim(m), dim(n),
+     dim(k), &alpha, const_cast<T*>(a), stride(lda), inc_t{1}, const_cast<T*>(b), stride(ldb), inc_t{1}, &beta, c,
+     stride(ldc), inc_t{1}, nullptr, &rntm);
+}
+#endif
+
 }  // namespace
+
+bool gemm_threads_per_call() {
+#ifdef HEADROOM_BLAS_BLIS
+  return true;
+#else
+  return false;
+#endif
+}
 
 template <>
 void gemm<float>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
                  float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb,
                  float beta, float* c, std::size_t ldc) {
   if (degenerate_gemm(m, n, k, beta, c, ldc)) return;
+#ifdef HEADROOM_BLAS_BLIS
+  if (in_parallel_region()) {
+    serial_gemm(bli_sgemm_ex, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#endif
   cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha,
               a, to_ld(lda), b, to_ld(ldb), beta, c, to_ld(ldc));
 }
@@ -45,6 +77,12 @@ void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
                   double alpha, const double* a, std::size_t lda, const double* b,
                   std::size_t ldb, double beta, double* c, std::size_t ldc) {
   if (degenerate_gemm(m, n, k, beta, c, ldc)) return;
+#ifdef HEADROOM_BLAS_BLIS
+  if (in_parallel_region()) {
+    serial_gemm(bli_dgemm_ex, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#endif
   cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha,
               a, to_ld(lda), b, to_ld(ldb), beta, c, to_ld(ldc));
 }

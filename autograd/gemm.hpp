@@ -1,4 +1,4 @@
-// Row-major GEMM through OpenBLAS: C = alpha * op(A) op(B) + beta * C, where op(X)
+// Row-major GEMM through the BLAS library (BLIS or OpenBLAS): C = alpha * op(A) op(B) + beta * C, where op(X)
 // is X or X^T. op(A) is (m, k), op(B) is (k, n), C is (m, n); ld* are row strides.
 // Kept in its own translation unit so <cblas.h> meets no xtensor-blas header.
 #pragma once
@@ -11,7 +11,13 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
           const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
 
-// Threads OpenBLAS may use for each GEMM (the trainer's --threads).
+// Threads the GEMM library may use for each GEMM. set_threads() (parallel.hpp)
+// calls it; call that instead.
 void set_blas_threads(int threads);
+
+// Whether the library can run one GEMM on one thread while others use more: BLIS
+// can (a per-call thread count), OpenBLAS 0.3.21 cannot. Inside a parallel_for
+// chunk gemm() runs single-threaded where it can.
+bool gemm_threads_per_call();
 
 }  // namespace headroom

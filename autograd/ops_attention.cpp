@@ -13,6 +13,7 @@
 #include "autograd/fast_math.hpp"
 #include "autograd/gemm.hpp"
 #include "autograd/ops.hpp"
+#include "autograd/parallel.hpp"
 
 namespace headroom {
 namespace {
@@ -116,28 +117,35 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   xt::xarray<T> out = xt::empty<T>(Shape{d.B, d.T, ldo});
   const bool* padding = key_padding ? key_padding->data() : nullptr;
   const std::vector<RowBlock> blocks = row_blocks(d.T, causal);
-  std::vector<T> kt(d.dk * d.T);  // (d_k, T): K_g^T of the current kv head
-  for (std::size_t b = 0; b < d.B; ++b) {
-    for (std::size_t h = 0; h < d.H; ++h) {
-      const std::size_t g = h / d.group();
-      if (h % d.group() == 0) transpose_into(kt.data(), pk + b * d.T * ldk + g * d.dk, d.T, d.dk, ldk);
-      T* ph = p.data() + (b * d.H + h) * d.T * d.T;  // (T, T)
-      const T* qh = pq + b * d.T * ldq + h * d.dk;     // (T, d_k), row stride ldq
-      const T* vg = pv + b * d.T * ldv + g * d.dv;     // (T, d_v), row stride ldv
-      T* oh = out.data() + b * d.T * ldo + h * d.dv;   // (T, d_v), row stride ldo
-      for (const RowBlock& r : blocks) {
-        // Scores = scale * Q_h K_g^T over the visible keys.
-        gemm<T>(false, false, r.r1 - r.r0, r.keys, d.dk, scale, qh + r.r0 * ldq, ldq, kt.data(), d.T, T(0),
-                ph + r.r0 * d.T, d.T);
-        for (std::size_t i = r.r0; i < r.r1; ++i) {
-          masked_softmax_row(ph + i * d.T, i, d.T, causal, padding ? padding + b * d.T : nullptr);
+  // Each (batch, kv head) pair is independent: its query heads write their own
+  // weights and output columns, so the pairs run in parallel (parallel.hpp).
+  parallel_for(
+      d.B * d.G, 1,
+      [&](std::size_t begin, std::size_t end) {
+        std::vector<T> kt(d.dk * d.T);  // (d_k, T): K_g^T
+        for (std::size_t bg = begin; bg < end; ++bg) {
+          const std::size_t b = bg / d.G, g = bg % d.G;
+          transpose_into(kt.data(), pk + b * d.T * ldk + g * d.dk, d.T, d.dk, ldk);
+          const T* vg = pv + b * d.T * ldv + g * d.dv;  // (T, d_v), row stride ldv
+          for (std::size_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
+            T* ph = p.data() + (b * d.H + h) * d.T * d.T;  // (T, T)
+            const T* qh = pq + b * d.T * ldq + h * d.dk;     // (T, d_k), row stride ldq
+            T* oh = out.data() + b * d.T * ldo + h * d.dv;   // (T, d_v), row stride ldo
+            for (const RowBlock& r : blocks) {
+              // Scores = scale * Q_h K_g^T over the visible keys.
+              gemm<T>(false, false, r.r1 - r.r0, r.keys, d.dk, scale, qh + r.r0 * ldq, ldq, kt.data(), d.T, T(0),
+                      ph + r.r0 * d.T, d.T);
+              for (std::size_t i = r.r0; i < r.r1; ++i) {
+                masked_softmax_row(ph + i * d.T, i, d.T, causal, padding ? padding + b * d.T : nullptr);
+              }
+              // Out_h = P V_g, into head h's columns of the packed output.
+              gemm<T>(false, false, r.r1 - r.r0, d.dv, r.keys, T(1), ph + r.r0 * d.T, d.T, vg, ldv, T(0),
+                      oh + r.r0 * ldo, ldo);
+            }
+          }
         }
-        // Out_h = P V_g, into head h's columns of the packed output.
-        gemm<T>(false, false, r.r1 - r.r0, d.dv, r.keys, T(1), ph + r.r0 * d.T, d.T, vg, ldv, T(0), oh + r.r0 * ldo,
-                ldo);
-      }
-    }
-  }
+      },
+      /*calls_gemm=*/true);
   if (weights) *weights = p;
   auto backward = [qn = q.node(), kn = k.node(), vn = v.node(), p = std::move(p), d, scale, blocks](
                       const xt::xarray<T>& grad, const xt::xarray<T>&) {
@@ -145,41 +153,48 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
     xt::xarray<T> gq = xt::empty<T>(qn->value.shape());
     xt::xarray<T> gk = xt::zeros<T>(kn->value.shape());  // the query heads of a group add into it
     xt::xarray<T> gv = xt::zeros<T>(vn->value.shape());
-    std::vector<T> ds(d.T * d.T);    // (T, T): dP, then dS in place
-    std::vector<T> vt(d.dv * d.T);  // (d_v, T): V_g^T of the current kv head
-    for (std::size_t b = 0; b < d.B; ++b) {
-      for (std::size_t h = 0; h < d.H; ++h) {
-        const std::size_t g = h / d.group();
-        const T* vg = vn->value.data() + b * d.T * ldv + g * d.dv;  // (T, d_v), row stride ldv
-        if (h % d.group() == 0) transpose_into(vt.data(), vg, d.T, d.dv, ldv);
-        const T* ph = p.data() + (b * d.H + h) * d.T * d.T;           // (T, T)
-        const T* qh = qn->value.data() + b * d.T * ldq + h * d.dk;     // (T, d_k), row stride ldq
-        const T* kg = kn->value.data() + b * d.T * ldk + g * d.dk;     // (T, d_k), row stride ldk
-        const T* go = grad.data() + b * d.T * ldo + h * d.dv;          // dOut_h (T, d_v), row stride ldo
-        T* gqh = gq.data() + b * d.T * ldq + h * d.dk;
-        T* gkg = gk.data() + b * d.T * ldk + g * d.dk;
-        T* gvg = gv.data() + b * d.T * ldv + g * d.dv;
-        for (const RowBlock& r : blocks) {
-          const std::size_t m = r.r1 - r.r0;
-          const T* pb = ph + r.r0 * d.T;
-          T* db = ds.data() + r.r0 * d.T;
-          // dV_g += P^T dOut_h
-          gemm<T>(true, false, r.keys, d.dv, m, T(1), pb, d.T, go + r.r0 * ldo, ldo, T(1), gvg, ldv);
-          // dP = dOut_h V_g^T, then the softmax backward in place: dS = P (dP - rowsum(P dP)).
-          gemm<T>(false, false, m, r.keys, d.dv, T(1), go + r.r0 * ldo, ldo, vt.data(), d.T, T(0), db, d.T);
-          for (std::size_t i = 0; i < m; ++i) {
-            const T* pr = pb + i * d.T;
-            T* dr = db + i * d.T;
-            T dot = 0;
-            for (std::size_t j = 0; j < r.keys; ++j) dot += pr[j] * dr[j];
-            for (std::size_t j = 0; j < r.keys; ++j) dr[j] = pr[j] * (dr[j] - dot);  // 0 where P is 0 (masked)
+    // Parallel over (batch, kv head) pairs, as the forward: a pair's query heads
+    // add into its own dK_g and dV_g only.
+    parallel_for(
+        d.B * d.G, 1,
+        [&](std::size_t begin, std::size_t end) {
+          std::vector<T> ds(d.T * d.T);    // (T, T): dP, then dS in place
+          std::vector<T> vt(d.dv * d.T);  // (d_v, T): V_g^T
+          for (std::size_t bg = begin; bg < end; ++bg) {
+            const std::size_t b = bg / d.G, g = bg % d.G;
+            const T* vg = vn->value.data() + b * d.T * ldv + g * d.dv;  // (T, d_v), row stride ldv
+            transpose_into(vt.data(), vg, d.T, d.dv, ldv);
+            const T* kg = kn->value.data() + b * d.T * ldk + g * d.dk;  // (T, d_k), row stride ldk
+            T* gkg = gk.data() + b * d.T * ldk + g * d.dk;
+            T* gvg = gv.data() + b * d.T * ldv + g * d.dv;
+            for (std::size_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
+              const T* ph = p.data() + (b * d.H + h) * d.T * d.T;        // (T, T)
+              const T* qh = qn->value.data() + b * d.T * ldq + h * d.dk;  // (T, d_k), row stride ldq
+              const T* go = grad.data() + b * d.T * ldo + h * d.dv;       // dOut_h (T, d_v), row stride ldo
+              T* gqh = gq.data() + b * d.T * ldq + h * d.dk;
+              for (const RowBlock& r : blocks) {
+                const std::size_t m = r.r1 - r.r0;
+                const T* pb = ph + r.r0 * d.T;
+                T* db = ds.data() + r.r0 * d.T;
+                // dV_g += P^T dOut_h
+                gemm<T>(true, false, r.keys, d.dv, m, T(1), pb, d.T, go + r.r0 * ldo, ldo, T(1), gvg, ldv);
+                // dP = dOut_h V_g^T, then the softmax backward in place: dS = P (dP - rowsum(P dP)).
+                gemm<T>(false, false, m, r.keys, d.dv, T(1), go + r.r0 * ldo, ldo, vt.data(), d.T, T(0), db, d.T);
+                for (std::size_t i = 0; i < m; ++i) {
+                  const T* pr = pb + i * d.T;
+                  T* dr = db + i * d.T;
+                  T dot = 0;
+                  for (std::size_t j = 0; j < r.keys; ++j) dot += pr[j] * dr[j];
+                  for (std::size_t j = 0; j < r.keys; ++j) dr[j] = pr[j] * (dr[j] - dot);  // 0 where P is 0
+                }
+                // dQ_h = scale dS K_g; dK_g += scale dS^T Q_h
+                gemm<T>(false, false, m, d.dk, r.keys, scale, db, d.T, kg, ldk, T(0), gqh + r.r0 * ldq, ldq);
+                gemm<T>(true, false, r.keys, d.dk, m, scale, db, d.T, qh + r.r0 * ldq, ldq, T(1), gkg, ldk);
+              }
+            }
           }
-          // dQ_h = scale dS K_g; dK_g += scale dS^T Q_h
-          gemm<T>(false, false, m, d.dk, r.keys, scale, db, d.T, kg, ldk, T(0), gqh + r.r0 * ldq, ldq);
-          gemm<T>(true, false, r.keys, d.dk, m, scale, db, d.T, qh + r.r0 * ldq, ldq, T(1), gkg, ldk);
-        }
-      }
-    }
+        },
+        /*calls_gemm=*/true);
     accumulate_grad(*qn, std::move(gq), "attention");
     accumulate_grad(*kn, std::move(gk), "attention");
     accumulate_grad(*vn, std::move(gv), "attention");

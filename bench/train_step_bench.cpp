@@ -35,6 +35,7 @@
 
 #include "autograd/gemm.hpp"
 #include "autograd/memory.hpp"
+#include "autograd/parallel.hpp"
 #include "autograd/profile.hpp"
 #include "autograd/random.hpp"
 #include "nn/transformer.hpp"
@@ -163,7 +164,7 @@ void print_profile(const hr::OpProfile& profile, double walk_ms, const std::vect
 int run(const BenchOptions& o) {
   if (o.steps == 0) throw std::invalid_argument("train_step_bench: --steps must be positive, got 0");
   if (o.threads < 1) throw std::invalid_argument(fmt::format("train_step_bench: --threads must be >= 1, got {}", o.threads));
-  hr::set_blas_threads(o.threads);
+  hr::set_threads(o.threads);
   if (o.allocator == "retain" && !hr::retain_freed_memory()) {
     throw std::runtime_error("train_step_bench: the C library refused retain_freed_memory's settings");
   }
@@ -262,7 +263,7 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", o.vocab, "V, token ids are uniform in [0, V)")->capture_default_str();
   app.add_option("--steps", o.steps, "timed steps")->capture_default_str();
   app.add_option("--warmup-steps", o.warmup_steps, "untimed steps before them")->capture_default_str();
-  app.add_option("--threads", o.threads, "OpenBLAS threads")->capture_default_str();
+  app.add_option("--threads", o.threads, "threads for the GEMMs and headroom's own loops (headroom::set_threads)")->capture_default_str();
   app.add_option("--seed", o.seed, "seeds the weights and the batches")->capture_default_str();
   app.add_option("--allocator", o.allocator,
                  "retain: keep freed buffers for the next step (headroom::retain_freed_memory, what headroom train "

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "autograd/gemm.hpp"
+#include "autograd/parallel.hpp"
 #include "autograd/random.hpp"
 #include "autograd/tensor.hpp"
 #include "cli/commands.hpp"
@@ -143,7 +143,7 @@ void check_writable(const fs::path& path, const std::string& flag) {
 }
 
 int run_attention(const AttentionFlags& flags) {
-  set_blas_threads(1);  // one short sequence: threads only add overhead
+  set_threads(1);  // one short sequence: threads only add overhead
   const fs::path file = resolve_model_file(flags.model);
   const std::string source = file.string();
   LoadedModel<float> loaded = load_model<float>(file);

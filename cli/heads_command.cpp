@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "autograd/gemm.hpp"
+#include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
 #include "cli/head_analysis.hpp"
 #include "cli/model_dir.hpp"
@@ -107,7 +107,7 @@ int run_heads(const HeadsFlags& flags) {
   const ValidationSettings v = validation_settings(file, flags.batches, flags.batch, flags.seed);
   const std::size_t batches = v.batches, batch = v.batch;
   const std::uint64_t seed = v.seed;
-  set_blas_threads(v.threads);
+  set_threads(v.threads);
 
   LoadedModel<float> loaded = load_model<float>(file);
   const DataDescription data = data_description(loaded.metadata, source);

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "autograd/gemm.hpp"
+#include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
 #include "cli/generate.hpp"
 #include "cli/model_dir.hpp"
@@ -127,7 +127,7 @@ int sample_text(const SampleFlags& flags, TransformerLM<float>& model, const Dat
 }
 
 int run_sample(const SampleFlags& flags) {
-  set_blas_threads(1);  // one sequence at a time: threads only add overhead
+  set_threads(1);  // one sequence at a time: threads only add overhead
   const std::filesystem::path file = resolve_model_file(flags.model);
   const std::string source = file.string();
   LoadedModel<float> loaded = load_model<float>(file);

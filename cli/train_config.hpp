@@ -31,7 +31,7 @@ struct OptimConfig {
   double weight_decay = 0.01;       // AdamW decoupled / Adam, SGD L2
   double momentum = 0.9;            // SGD
   std::uint64_t seed = 0;
-  int threads = 1;                  // OpenBLAS threads
+  int threads = 1;                  // threads for the GEMMs and headroom's loops (set_threads)
   std::size_t eval_every = 100;     // steps between validations
   std::size_t eval_batches = 8;     // validation batches per evaluation
   std::size_t save_every = 500;     // steps between rolling checkpoints (with an output directory); 0 is off

@@ -141,7 +141,7 @@ TrainFlagGroups add_train_flags(CLI::App& app, TrainFlags& flags, TrainFlagSet s
                               d.optim.weight_decay))->check(kNonNegative);
   opt->add_option("--momentum", f->momentum, "SGD momentum (default 0.9)")->check(kNonNegative);
   if (train) opt->add_option("--seed", f->seed, "Seed for weights, batches and dropout (default 0)")->check(kWholeNumber);
-  opt->add_option("--threads", f->threads, "BLAS threads for the GEMMs (default 1)")->check(kWholeNumber);
+  opt->add_option("--threads", f->threads, "threads for the GEMMs and for headroom's own loops (default 1)")->check(kWholeNumber);
   opt->add_option("--eval-every", f->eval_every, fmt::format("Steps between validations (default {})",
                                                             d.optim.eval_every))->check(kWholeNumber);
   opt->add_option("--eval-batches", f->eval_batches,

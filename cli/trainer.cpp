@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "autograd/gemm.hpp"
+#include "autograd/parallel.hpp"
 #include "cli/model_dir.hpp"
 #include "cli/train_state.hpp"
 #include "nn/checkpoint.hpp"
@@ -176,7 +176,7 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const std::st
 TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOptions& options) {
   const OptimConfig& o = config.optim;
   const std::string& out_dir = options.out_dir;
-  set_blas_threads(o.threads);
+  set_threads(o.threads);
 
   Rng init_rng(stream_seed(o.seed, kInitStream));
   Rng data_rng(stream_seed(o.seed, kTrainStream));

@@ -1,0 +1,36 @@
+// Threads for headroom's own loops, beside the GEMM library's.
+//
+// set_threads(n) is the one knob (the trainer's --threads): the GEMM library runs
+// each large GEMM on n threads, and parallel_for splits headroom's loops (attention
+// per (batch, kv head), LayerNorm and GELU rows, the optimizer's parameters) into n
+// contiguous chunks, the caller's thread taking the first. Chunks are fixed by n and
+// the loop's length alone, so a run is deterministic for a given n.
+//
+// Inside a chunk, parallel_for runs nested loops serially, and gemm() runs on one
+// thread (BLIS: a per-call thread count; OpenBLAS has none, so with OpenBLAS the
+// loops that call gemm() stay on the caller's thread: see gemm_threads_per_call()).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+namespace headroom {
+
+// Threads for the GEMM library and for parallel_for; at least 1. Not thread-safe:
+// call it between steps, from the thread that trains.
+void set_threads(int threads);
+int threads();
+
+// Runs body(begin, end) over contiguous chunks that cover [0, n), at most threads()
+// of them and none shorter than min_chunk (except when n itself is), in parallel,
+// and returns when all are done. The first exception a chunk throws is rethrown
+// here after every chunk finished. calls_gemm: the body calls gemm(); such loops
+// stay serial when the GEMM library cannot run one call on one thread.
+void parallel_for(std::size_t n, std::size_t min_chunk, const std::function<void(std::size_t, std::size_t)>& body,
+                  bool calls_gemm = false);
+
+// Whether this thread is running a chunk of a parallel_for with more than one chunk
+// (gemm() then runs single-threaded).
+bool in_parallel_region();
+
+}  // namespace headroom
