@@ -29,7 +29,7 @@ struct ThreadsGuard {
 };
 }  // namespace
 
-TEST_CASE("parallel_for covers [0, n) once, in contiguous chunks, on up to threads() threads") {
+TEST_CASE("parallel_for covers 0..n-1 once, in contiguous chunks, on up to threads() threads") {
   ThreadsGuard guard;
   for (const int threads : {1, 2, 3}) {
     hr::set_threads(threads);
