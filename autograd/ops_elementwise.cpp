@@ -11,6 +11,7 @@
 
 #include "autograd/fast_math.hpp"
 #include "autograd/ops.hpp"
+#include "autograd/parallel.hpp"
 
 namespace headroom {
 namespace {
@@ -64,6 +65,10 @@ template <typename T>
     gx[i] = g[i] * (cdf[i] + v * inv_sqrt_2pi * fast::exp(T(-0.5) * v * v));
   }
 }
+
+// Elementwise loops go to parallel_for in chunks of at least this many elements:
+// below it, waking a thread costs more than the loop.
+constexpr std::size_t kElementsPerChunk = 16384;
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define HEADROOM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -216,12 +221,17 @@ Tensor<T> gelu(const Tensor<T>& x) {
   const xt::xarray<T>& xv = x.value();
   xt::xarray<T> cdf = xt::empty<T>(xv.shape());
   xt::xarray<T> y = xt::empty<T>(xv.shape());
-  gelu_forward_any(xv.data(), cdf.data(), y.data(), xv.size());
+  parallel_for(xv.size(), kElementsPerChunk, [&](std::size_t b, std::size_t e) {
+    gelu_forward_any(xv.data() + b, cdf.data() + b, y.data() + b, e - b);
+  });
   return make_result<T>("gelu", std::move(y), {x.node()},
                         [xn = x.node(), cdf = std::move(cdf)](const xt::xarray<T>& g, const xt::xarray<T>&) {
                           if (!xn->requires_grad) return;
                           xt::xarray<T> gx = xt::empty<T>(g.shape());
-                          gelu_backward_any(g.data(), xn->value.data(), cdf.data(), gx.data(), g.size());
+                          parallel_for(g.size(), kElementsPerChunk, [&](std::size_t b, std::size_t e) {
+                            gelu_backward_any(g.data() + b, xn->value.data() + b, cdf.data() + b, gx.data() + b,
+                                              e - b);
+                          });
                           accumulate_grad(*xn, std::move(gx), "gelu");
                         });
 }

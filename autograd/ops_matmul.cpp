@@ -5,6 +5,7 @@
 
 #include "autograd/gemm.hpp"
 #include "autograd/ops.hpp"
+#include "autograd/parallel.hpp"
 
 namespace headroom {
 namespace {
@@ -128,10 +129,13 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
           y.data(), out);
   if (bias.defined()) {
     const T* pb = bias.value().data();
-    T* py = y.data();
-    for (std::size_t r = 0; r < rows; ++r, py += out) {
-      for (std::size_t o = 0; o < out; ++o) py[o] += pb[o];
-    }
+    parallel_for(rows, std::max<std::size_t>(1, 16384 / std::max<std::size_t>(out, 1)),
+                 [&](std::size_t r_begin, std::size_t r_end) {
+                   for (std::size_t r = r_begin; r < r_end; ++r) {
+                     T* py = y.data() + r * out;
+                     for (std::size_t o = 0; o < out; ++o) py[o] += pb[o];
+                   }
+                 });
   }
   std::vector<std::shared_ptr<Node<T>>> inputs{x.node(), weight.node()};
   if (bias.defined()) inputs.push_back(bias.node());
@@ -152,9 +156,14 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
         }
         if (bn && bn->requires_grad) {  // db = sum over rows of g
           xt::xarray<T> gb = xt::zeros<T>({out});
-          for (std::size_t r = 0; r < rows; ++r) {
-            for (std::size_t o = 0; o < out; ++o) gb.data()[o] += pg[r * out + o];
-          }
+          // Parallel over outputs; each output's sum runs over the rows in order.
+          parallel_for(out, std::max<std::size_t>(16, 16384 / std::max<std::size_t>(rows, 1)),
+                       [&](std::size_t o_begin, std::size_t o_end) {
+                         T* pgb = gb.data();
+                         for (std::size_t r = 0; r < rows; ++r) {
+                           for (std::size_t o = o_begin; o < o_end; ++o) pgb[o] += pg[r * out + o];
+                         }
+                       });
           accumulate_grad(*bn, std::move(gb), "linear");
         }
       });

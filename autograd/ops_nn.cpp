@@ -11,6 +11,7 @@
 #include <xtensor/xbuilder.hpp>
 
 #include "autograd/ops.hpp"
+#include "autograd/parallel.hpp"
 
 namespace headroom {
 namespace {
@@ -250,19 +251,23 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
   const T* pw = weight.value().data();
   const T* pb = bias.value().data();
   T* py = y.data();
-  for (std::size_t r = 0; r < rows; ++r) {
-    const T* xr = px + r * C;
-    T m = 0;
-    for (std::size_t c = 0; c < C; ++c) m += xr[c];
-    m /= static_cast<T>(C);
-    T v = 0;
-    for (std::size_t c = 0; c < C; ++c) v += (xr[c] - m) * (xr[c] - m);
-    v /= static_cast<T>(C);  // biased variance, as PyTorch's LayerNorm
-    const T s = T(1) / std::sqrt(v + eps);
-    mean[r] = m;
-    rstd[r] = s;
-    for (std::size_t c = 0; c < C; ++c) py[r * C + c] = (xr[c] - m) * s * pw[c] + pb[c];
-  }
+  // Rows are independent: parallel over rows, in chunks of at least 16384 elements.
+  const std::size_t min_rows = std::max<std::size_t>(1, 16384 / std::max<std::size_t>(C, 1));
+  parallel_for(rows, min_rows, [&](std::size_t r_begin, std::size_t r_end) {
+    for (std::size_t r = r_begin; r < r_end; ++r) {
+      const T* xr = px + r * C;
+      T m = 0;
+      for (std::size_t c = 0; c < C; ++c) m += xr[c];
+      m /= static_cast<T>(C);
+      T v = 0;
+      for (std::size_t c = 0; c < C; ++c) v += (xr[c] - m) * (xr[c] - m);
+      v /= static_cast<T>(C);  // biased variance, as PyTorch's LayerNorm
+      const T s = T(1) / std::sqrt(v + eps);
+      mean[r] = m;
+      rstd[r] = s;
+      for (std::size_t c = 0; c < C; ++c) py[r * C + c] = (xr[c] - m) * s * pw[c] + pb[c];
+    }
+  });
   return make_result<T>(
       "layer_norm", std::move(y), {x.node(), weight.node(), bias.node()},
       [xn = x.node(), wn = weight.node(), bn = bias.node(), mean = std::move(mean),
@@ -274,29 +279,49 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
         const T* px = xn->value.data();
         const T* pw = wn->value.data();
         xt::xarray<T> gx, gw, gb;
-        if (xn->requires_grad) gx = xt::empty<T>(xn->value.shape());
-        if (wn->requires_grad) gw = xt::zeros<T>({C});
-        if (bn->requires_grad) gb = xt::zeros<T>({C});
-        for (std::size_t r = 0; r < rows; ++r) {
-          const T* gr = pg + r * C;
-          const T* xr = px + r * C;
-          T mean_d = 0, mean_dx = 0;
-          for (std::size_t c = 0; c < C; ++c) {
-            const T xhat = (xr[c] - mean[r]) * rstd[r];
-            const T d = gr[c] * pw[c];
-            mean_d += d;
-            mean_dx += d * xhat;
-            if (wn->requires_grad) gw.data()[c] += gr[c] * xhat;
-            if (bn->requires_grad) gb.data()[c] += gr[c];
-          }
-          if (!xn->requires_grad) continue;
-          mean_d /= static_cast<T>(C);
-          mean_dx /= static_cast<T>(C);
-          T* gxr = gx.data() + r * C;
-          for (std::size_t c = 0; c < C; ++c) {
-            const T xhat = (xr[c] - mean[r]) * rstd[r];
-            gxr[c] = rstd[r] * (gr[c] * pw[c] - mean_d - xhat * mean_dx);
-          }
+        const std::size_t min_rows = std::max<std::size_t>(1, 16384 / std::max<std::size_t>(C, 1));
+        if (xn->requires_grad) {  // (1), parallel over rows
+          gx = xt::empty<T>(xn->value.shape());
+          parallel_for(rows, min_rows, [&](std::size_t r_begin, std::size_t r_end) {
+            for (std::size_t r = r_begin; r < r_end; ++r) {
+              const T* gr = pg + r * C;
+              const T* xr = px + r * C;
+              T mean_d = 0, mean_dx = 0;
+              for (std::size_t c = 0; c < C; ++c) {
+                const T xhat = (xr[c] - mean[r]) * rstd[r];
+                const T d = gr[c] * pw[c];
+                mean_d += d;
+                mean_dx += d * xhat;
+              }
+              mean_d /= static_cast<T>(C);
+              mean_dx /= static_cast<T>(C);
+              T* gxr = gx.data() + r * C;
+              for (std::size_t c = 0; c < C; ++c) {
+                const T xhat = (xr[c] - mean[r]) * rstd[r];
+                gxr[c] = rstd[r] * (gr[c] * pw[c] - mean_d - xhat * mean_dx);
+              }
+            }
+          });
+        }
+        if (wn->requires_grad || bn->requires_grad) {  // (2) and (3), parallel over channels
+          if (wn->requires_grad) gw = xt::zeros<T>({C});
+          if (bn->requires_grad) gb = xt::zeros<T>({C});
+          // Each channel's sums run over the rows in order, on any thread count.
+          const std::size_t min_channels = std::max<std::size_t>(16, 16384 / std::max<std::size_t>(rows, 1));
+          parallel_for(C, min_channels, [&](std::size_t c_begin, std::size_t c_end) {
+            T* pgw = wn->requires_grad ? gw.data() : nullptr;
+            T* pgb = bn->requires_grad ? gb.data() : nullptr;
+            for (std::size_t r = 0; r < rows; ++r) {
+              const T* gr = pg + r * C;
+              const T* xr = px + r * C;
+              if (pgw) {
+                for (std::size_t c = c_begin; c < c_end; ++c) pgw[c] += gr[c] * ((xr[c] - mean[r]) * rstd[r]);
+              }
+              if (pgb) {
+                for (std::size_t c = c_begin; c < c_end; ++c) pgb[c] += gr[c];
+              }
+            }
+          });
         }
         if (xn->requires_grad) accumulate_grad(*xn, std::move(gx), "layer_norm");
         if (wn->requires_grad) accumulate_grad(*wn, std::move(gw), "layer_norm");

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <xtensor/xbuilder.hpp>
 
+#include "autograd/parallel.hpp"
 #include "optim/validate.hpp"
 
 namespace headroom {
@@ -70,14 +71,17 @@ void AdamFamily<T>::step() {
     const T* g = grad->data();
     T* m = s.exp_avg.data();
     T* v = s.exp_avg_sq.data();
-    for (std::size_t j = 0, n = s.exp_avg.size(); j < n; ++j) {
-      const T gj = g[j] + l2 * p[j];
-      const T pj = p[j] * keep;
-      m[j] = m[j] * beta1 + one_minus_beta1 * gj;
-      v[j] = v[j] * beta2 + one_minus_beta2 * gj * gj;
-      const T denom = std::sqrt(v[j]) / bias_correction2_sqrt + eps;
-      p[j] = pj + (-step_size) * (m[j] / denom);
-    }
+    // Elementwise: parallel over the parameter's elements (parallel.hpp).
+    parallel_for(s.exp_avg.size(), 16384, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t j = begin; j < end; ++j) {
+        const T gj = g[j] + l2 * p[j];
+        const T pj = p[j] * keep;
+        m[j] = m[j] * beta1 + one_minus_beta1 * gj;
+        v[j] = v[j] * beta2 + one_minus_beta2 * gj * gj;
+        const T denom = std::sqrt(v[j]) / bias_correction2_sqrt + eps;
+        p[j] = pj + (-step_size) * (m[j] / denom);
+      }
+    });
   }
   ++this->step_count_;
 }
