@@ -20,6 +20,15 @@
 #include <limits>
 #include <numbers>
 
+// Builds a float loop for AVX-512, AVX2 and the baseline (SSE2), one chosen at load
+// time from the CPU's features (GCC target_clones). The loop's body must be inlined
+// into the cloned function ([[gnu::always_inline]]) to be compiled for each set.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define HEADROOM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HEADROOM_CLONES
+#endif
+
 namespace headroom::fast {
 
 [[gnu::always_inline]] inline float exp(float x) {

@@ -70,11 +70,6 @@ template <typename T>
 // below it, waking a thread costs more than the loop.
 constexpr std::size_t kElementsPerChunk = 16384;
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define HEADROOM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HEADROOM_CLONES
-#endif
 
 HEADROOM_CLONES void gelu_forward_f32(const float* x, float* cdf, float* y, std::size_t n) {
   gelu_forward(x, cdf, y, n);

@@ -4,10 +4,12 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <xtensor/xbuilder.hpp>
 
+#include "autograd/fast_math.hpp"
 #include "autograd/parallel.hpp"
 #include "optim/validate.hpp"
 
@@ -45,6 +47,44 @@ void AdamFamily<T>::set_state(const std::string& name, AdamState<T> state) {
   states_[i] = std::move(state);
 }
 
+namespace {
+
+// The update of n elements, in one pass over contiguous memory.
+template <typename T>
+struct AdamTerms {
+  T l2, keep, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bias_correction2_sqrt, eps;
+};
+
+template <typename T>
+[[gnu::always_inline]] inline void adam_update(const AdamTerms<T>& a, T* p, const T* g, T* m, T* v, std::size_t n) {
+  for (std::size_t j = 0; j < n; ++j) {
+    const T gj = g[j] + a.l2 * p[j];
+    const T pj = p[j] * a.keep;
+    m[j] = m[j] * a.beta1 + a.one_minus_beta1 * gj;
+    v[j] = v[j] * a.beta2 + a.one_minus_beta2 * gj * gj;
+    const T denom = std::sqrt(v[j]) / a.bias_correction2_sqrt + a.eps;
+    p[j] = pj + (-a.step_size) * (m[j] / denom);
+  }
+}
+
+// float: built for AVX-512, AVX2 and the baseline (fast_math.hpp); -fno-math-errno
+// (optim/CMakeLists.txt) lets the square root vectorise.
+HEADROOM_CLONES void adam_update_f32(const AdamTerms<float>& a, float* p, const float* g, float* m, float* v,
+                                     std::size_t n) {
+  adam_update(a, p, g, m, v, n);
+}
+
+template <typename T>
+void adam_update_any(const AdamTerms<T>& a, T* p, const T* g, T* m, T* v, std::size_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    adam_update_f32(a, p, g, m, v, n);
+  } else {
+    adam_update(a, p, g, m, v, n);
+  }
+}
+
+}  // namespace
+
 template <typename T>
 void AdamFamily<T>::step() {
   const double lr = this->lr_;
@@ -59,28 +99,24 @@ void AdamFamily<T>::step() {
     const double bias_correction1 = 1 - std::pow(beta1_, t);
     const double bias_correction2 = 1 - std::pow(beta2_, t);
     // Exactly one of the two decay terms is active (both are no-ops at wd = 0).
-    const T l2 = static_cast<T>(decoupled_decay_ ? 0.0 : wd);
-    const T keep = static_cast<T>(decoupled_decay_ ? 1 - lr * wd : 1.0);
-    const T beta1 = static_cast<T>(beta1_), one_minus_beta1 = static_cast<T>(1 - beta1_);
-    const T beta2 = static_cast<T>(beta2_), one_minus_beta2 = static_cast<T>(1 - beta2_);
-    const T step_size = static_cast<T>(lr / bias_correction1);
-    const T bias_correction2_sqrt = static_cast<T>(std::sqrt(bias_correction2));
-    const T eps = static_cast<T>(eps_);
-
+    const AdamTerms<T> terms{
+        .l2 = static_cast<T>(decoupled_decay_ ? 0.0 : wd),
+        .keep = static_cast<T>(decoupled_decay_ ? 1 - lr * wd : 1.0),
+        .beta1 = static_cast<T>(beta1_),
+        .one_minus_beta1 = static_cast<T>(1 - beta1_),
+        .beta2 = static_cast<T>(beta2_),
+        .one_minus_beta2 = static_cast<T>(1 - beta2_),
+        .step_size = static_cast<T>(lr / bias_correction1),
+        .bias_correction2_sqrt = static_cast<T>(std::sqrt(bias_correction2)),
+        .eps = static_cast<T>(eps_),
+    };
     T* p = this->params_[i].second.mutable_value().data();
     const T* g = grad->data();
     T* m = s.exp_avg.data();
     T* v = s.exp_avg_sq.data();
     // Elementwise: parallel over the parameter's elements (parallel.hpp).
     parallel_for(s.exp_avg.size(), 16384, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t j = begin; j < end; ++j) {
-        const T gj = g[j] + l2 * p[j];
-        const T pj = p[j] * keep;
-        m[j] = m[j] * beta1 + one_minus_beta1 * gj;
-        v[j] = v[j] * beta2 + one_minus_beta2 * gj * gj;
-        const T denom = std::sqrt(v[j]) / bias_correction2_sqrt + eps;
-        p[j] = pj + (-step_size) * (m[j] / denom);
-      }
+      adam_update_any(terms, p + begin, g + begin, m + begin, v + begin, end - begin);
     });
   }
   ++this->step_count_;
