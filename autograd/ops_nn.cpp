@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xbuilder.hpp>
 
+#include "autograd/fast_math.hpp"
 #include "autograd/ops.hpp"
 #include "autograd/parallel.hpp"
 
@@ -233,6 +235,91 @@ Tensor<T> masked_fill(const Tensor<T>& x, const Mask& mask, T value) {
                         });
 }
 
+namespace {
+
+// Sums f(c) over c in [0, n) in 16 interleaved partial sums, which the compiler
+// turns into vector adds (a single running sum is a dependency chain it may not
+// reorder); the partial sums are then added in a fixed order.
+template <typename T, typename F>
+[[gnu::always_inline]] inline T lane_sum(std::size_t n, F f) {
+  constexpr std::size_t kLanes = 16;
+  T acc[kLanes] = {};
+  std::size_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (std::size_t l = 0; l < kLanes; ++l) acc[l] += f(c + l);
+  }
+  T total = 0;
+  for (std::size_t l = 0; l < kLanes; ++l) total += acc[l];
+  for (; c < n; ++c) total += f(c);
+  return total;
+}
+
+// LayerNorm's forward over `rows` rows of C channels: y = (x - mean) rstd w + b,
+// saving mean and rstd = 1 / sqrt(var + eps) per row.
+template <typename T>
+[[gnu::always_inline]] inline void layer_norm_rows(const T* x, const T* w, const T* b, T eps, std::size_t C,
+                                                   std::size_t rows, T* mean, T* rstd, T* y) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * C;
+    const T m = lane_sum<T>(C, [&](std::size_t c) { return xr[c]; }) / static_cast<T>(C);
+    // Biased variance, as PyTorch's LayerNorm.
+    const T v = lane_sum<T>(C, [&](std::size_t c) { return (xr[c] - m) * (xr[c] - m); }) / static_cast<T>(C);
+    const T s = T(1) / std::sqrt(v + eps);
+    mean[r] = m;
+    rstd[r] = s;
+    T* yr = y + r * C;
+    for (std::size_t c = 0; c < C; ++c) yr[c] = (xr[c] - m) * s * w[c] + b[c];
+  }
+}
+
+// LayerNorm's input gradient over `rows` rows (the backward's term (1)).
+template <typename T>
+[[gnu::always_inline]] inline void layer_norm_dx_rows(const T* g, const T* x, const T* w, const T* mean,
+                                                      const T* rstd, std::size_t C, std::size_t rows, T* gx) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* gr = g + r * C;
+    const T* xr = x + r * C;
+    const T m = mean[r], s = rstd[r];
+    const T mean_d = lane_sum<T>(C, [&](std::size_t c) { return gr[c] * w[c]; }) / static_cast<T>(C);
+    const T mean_dx =
+        lane_sum<T>(C, [&](std::size_t c) { return gr[c] * w[c] * ((xr[c] - m) * s); }) / static_cast<T>(C);
+    T* gxr = gx + r * C;
+    for (std::size_t c = 0; c < C; ++c) gxr[c] = s * (gr[c] * w[c] - mean_d - (xr[c] - m) * s * mean_dx);
+  }
+}
+
+HEADROOM_CLONES void layer_norm_rows_f32(const float* x, const float* w, const float* b, float eps, std::size_t C,
+                                         std::size_t rows, float* mean, float* rstd, float* y) {
+  layer_norm_rows(x, w, b, eps, C, rows, mean, rstd, y);
+}
+
+HEADROOM_CLONES void layer_norm_dx_rows_f32(const float* g, const float* x, const float* w, const float* mean,
+                                            const float* rstd, std::size_t C, std::size_t rows, float* gx) {
+  layer_norm_dx_rows(g, x, w, mean, rstd, C, rows, gx);
+}
+
+template <typename T>
+void layer_norm_rows_any(const T* x, const T* w, const T* b, T eps, std::size_t C, std::size_t rows, T* mean,
+                         T* rstd, T* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    layer_norm_rows_f32(x, w, b, eps, C, rows, mean, rstd, y);
+  } else {
+    layer_norm_rows(x, w, b, eps, C, rows, mean, rstd, y);
+  }
+}
+
+template <typename T>
+void layer_norm_dx_rows_any(const T* g, const T* x, const T* w, const T* mean, const T* rstd, std::size_t C,
+                            std::size_t rows, T* gx) {
+  if constexpr (std::is_same_v<T, float>) {
+    layer_norm_dx_rows_f32(g, x, w, mean, rstd, C, rows, gx);
+  } else {
+    layer_norm_dx_rows(g, x, w, mean, rstd, C, rows, gx);
+  }
+}
+
+}  // namespace
+
 template <typename T>
 Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias, T eps) {
   const Shape& xs = x.shape();
@@ -254,19 +341,8 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
   // Rows are independent: parallel over rows, in chunks of at least 16384 elements.
   const std::size_t min_rows = std::max<std::size_t>(1, 16384 / std::max<std::size_t>(C, 1));
   parallel_for(rows, min_rows, [&](std::size_t r_begin, std::size_t r_end) {
-    for (std::size_t r = r_begin; r < r_end; ++r) {
-      const T* xr = px + r * C;
-      T m = 0;
-      for (std::size_t c = 0; c < C; ++c) m += xr[c];
-      m /= static_cast<T>(C);
-      T v = 0;
-      for (std::size_t c = 0; c < C; ++c) v += (xr[c] - m) * (xr[c] - m);
-      v /= static_cast<T>(C);  // biased variance, as PyTorch's LayerNorm
-      const T s = T(1) / std::sqrt(v + eps);
-      mean[r] = m;
-      rstd[r] = s;
-      for (std::size_t c = 0; c < C; ++c) py[r * C + c] = (xr[c] - m) * s * pw[c] + pb[c];
-    }
+    layer_norm_rows_any(px + r_begin * C, pw, pb, eps, C, r_end - r_begin, mean.data() + r_begin,
+                        rstd.data() + r_begin, py + r_begin * C);
   });
   return make_result<T>(
       "layer_norm", std::move(y), {x.node(), weight.node(), bias.node()},
@@ -283,24 +359,8 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
         if (xn->requires_grad) {  // (1), parallel over rows
           gx = xt::empty<T>(xn->value.shape());
           parallel_for(rows, min_rows, [&](std::size_t r_begin, std::size_t r_end) {
-            for (std::size_t r = r_begin; r < r_end; ++r) {
-              const T* gr = pg + r * C;
-              const T* xr = px + r * C;
-              T mean_d = 0, mean_dx = 0;
-              for (std::size_t c = 0; c < C; ++c) {
-                const T xhat = (xr[c] - mean[r]) * rstd[r];
-                const T d = gr[c] * pw[c];
-                mean_d += d;
-                mean_dx += d * xhat;
-              }
-              mean_d /= static_cast<T>(C);
-              mean_dx /= static_cast<T>(C);
-              T* gxr = gx.data() + r * C;
-              for (std::size_t c = 0; c < C; ++c) {
-                const T xhat = (xr[c] - mean[r]) * rstd[r];
-                gxr[c] = rstd[r] * (gr[c] * pw[c] - mean_d - xhat * mean_dx);
-              }
-            }
+            layer_norm_dx_rows_any(pg + r_begin * C, px + r_begin * C, pw, mean.data() + r_begin,
+                                   rstd.data() + r_begin, C, r_end - r_begin, gx.data() + r_begin * C);
           });
         }
         if (wn->requires_grad || bn->requires_grad) {  // (2) and (3), parallel over channels
