@@ -15,6 +15,7 @@
 #pragma once
 
 #include <bit>
+#include <cstddef>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -69,5 +70,22 @@ inline double exp(double x) { return std::exp(x); }
   return 0.5f + 0.5f * std::copysign(erf_z, x);
 }
 inline double normal_cdf(double x) { return 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2_v<double>)); }
+
+// Sums f(c) over c in [0, n) in 16 interleaved partial sums, which the compiler
+// turns into vector adds (a single running sum is a dependency chain it may not
+// reorder); the partial sums are then added in a fixed order.
+template <typename T, typename F>
+[[gnu::always_inline]] inline T lane_sum(std::size_t n, F f) {
+  constexpr std::size_t kLanes = 16;
+  T acc[kLanes] = {};
+  std::size_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (std::size_t l = 0; l < kLanes; ++l) acc[l] += f(c + l);
+  }
+  T total = 0;
+  for (std::size_t l = 0; l < kLanes; ++l) total += acc[l];
+  for (; c < n; ++c) total += f(c);
+  return total;
+}
 
 }  // namespace headroom::fast

@@ -71,6 +71,27 @@ void softmax_row_any(T* s, std::size_t n) {
   }
 }
 
+// The softmax backward of one row in place: dP -> dS = P (dP - sum_j P_j dP_j),
+// 0 where P is 0 (masked keys).
+template <typename T>
+[[gnu::always_inline]] inline void softmax_backward_row(const T* p, T* d, std::size_t n) {
+  const T dot = fast::lane_sum<T>(n, [&](std::size_t j) { return p[j] * d[j]; });
+  for (std::size_t j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot);
+}
+
+HEADROOM_CLONES void softmax_backward_row_f32(const float* p, float* d, std::size_t n) {
+  softmax_backward_row(p, d, n);
+}
+
+template <typename T>
+void softmax_backward_row_any(const T* p, T* d, std::size_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    softmax_backward_row_f32(p, d, n);
+  } else {
+    softmax_backward_row(p, d, n);
+  }
+}
+
 // Row i of the scores s (T keys) in place: softmax over the visible keys, 0 for
 // the hidden ones and for every key of a row with none visible.
 template <typename T>
@@ -213,13 +234,7 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
                 gemm<T>(true, false, r.keys, d.dv, m, T(1), pb, d.T, go + r.r0 * ldo, ldo, T(1), gvg, ldv);
                 // dP = dOut_h V_g^T, then the softmax backward in place: dS = P (dP - rowsum(P dP)).
                 gemm<T>(false, false, m, r.keys, d.dv, T(1), go + r.r0 * ldo, ldo, vt.data(), d.T, T(0), db, d.T);
-                for (std::size_t i = 0; i < m; ++i) {
-                  const T* pr = pb + i * d.T;
-                  T* dr = db + i * d.T;
-                  T dot = 0;
-                  for (std::size_t j = 0; j < r.keys; ++j) dot += pr[j] * dr[j];
-                  for (std::size_t j = 0; j < r.keys; ++j) dr[j] = pr[j] * (dr[j] - dot);  // 0 where P is 0
-                }
+                for (std::size_t i = 0; i < m; ++i) softmax_backward_row_any(pb + i * d.T, db + i * d.T, r.keys);
                 // dQ_h = scale dS K_g; dK_g += scale dS^T Q_h
                 gemm<T>(false, false, m, d.dk, r.keys, scale, db, d.T, kg, ldk, T(0), gqh + r.r0 * ldq, ldq);
                 gemm<T>(true, false, r.keys, d.dk, m, scale, db, d.T, qh + r.r0 * ldq, ldq, T(1), gkg, ldk);

@@ -237,23 +237,6 @@ Tensor<T> masked_fill(const Tensor<T>& x, const Mask& mask, T value) {
 
 namespace {
 
-// Sums f(c) over c in [0, n) in 16 interleaved partial sums, which the compiler
-// turns into vector adds (a single running sum is a dependency chain it may not
-// reorder); the partial sums are then added in a fixed order.
-template <typename T, typename F>
-[[gnu::always_inline]] inline T lane_sum(std::size_t n, F f) {
-  constexpr std::size_t kLanes = 16;
-  T acc[kLanes] = {};
-  std::size_t c = 0;
-  for (; c + kLanes <= n; c += kLanes) {
-    for (std::size_t l = 0; l < kLanes; ++l) acc[l] += f(c + l);
-  }
-  T total = 0;
-  for (std::size_t l = 0; l < kLanes; ++l) total += acc[l];
-  for (; c < n; ++c) total += f(c);
-  return total;
-}
-
 // LayerNorm's forward over `rows` rows of C channels: y = (x - mean) rstd w + b,
 // saving mean and rstd = 1 / sqrt(var + eps) per row.
 template <typename T>
@@ -261,9 +244,9 @@ template <typename T>
                                                    std::size_t rows, T* mean, T* rstd, T* y) {
   for (std::size_t r = 0; r < rows; ++r) {
     const T* xr = x + r * C;
-    const T m = lane_sum<T>(C, [&](std::size_t c) { return xr[c]; }) / static_cast<T>(C);
+    const T m = fast::lane_sum<T>(C, [&](std::size_t c) { return xr[c]; }) / static_cast<T>(C);
     // Biased variance, as PyTorch's LayerNorm.
-    const T v = lane_sum<T>(C, [&](std::size_t c) { return (xr[c] - m) * (xr[c] - m); }) / static_cast<T>(C);
+    const T v = fast::lane_sum<T>(C, [&](std::size_t c) { return (xr[c] - m) * (xr[c] - m); }) / static_cast<T>(C);
     const T s = T(1) / std::sqrt(v + eps);
     mean[r] = m;
     rstd[r] = s;
@@ -280,9 +263,9 @@ template <typename T>
     const T* gr = g + r * C;
     const T* xr = x + r * C;
     const T m = mean[r], s = rstd[r];
-    const T mean_d = lane_sum<T>(C, [&](std::size_t c) { return gr[c] * w[c]; }) / static_cast<T>(C);
+    const T mean_d = fast::lane_sum<T>(C, [&](std::size_t c) { return gr[c] * w[c]; }) / static_cast<T>(C);
     const T mean_dx =
-        lane_sum<T>(C, [&](std::size_t c) { return gr[c] * w[c] * ((xr[c] - m) * s); }) / static_cast<T>(C);
+        fast::lane_sum<T>(C, [&](std::size_t c) { return gr[c] * w[c] * ((xr[c] - m) * s); }) / static_cast<T>(C);
     T* gxr = gx + r * C;
     for (std::size_t c = 0; c < C; ++c) gxr[c] = s * (gr[c] * w[c] - mean_d - (xr[c] - m) * s * mean_dx);
   }
