@@ -26,7 +26,7 @@ T log_sum_exp(const T* x, std::size_t n, std::size_t stride) {
   for (std::size_t j = 0; j < n; ++j) m = std::max(m, x[j * stride]);
   if (!std::isfinite(m)) return m;  // all -inf (or a +inf/NaN, which propagates)
   T s = 0;
-  for (std::size_t j = 0; j < n; ++j) s += std::exp(x[j * stride] - m);
+  for (std::size_t j = 0; j < n; ++j) s += fast::exp(x[j * stride] - m);  // fast_math.hpp: libm's in double
   return m + std::log(s);
 }
 
@@ -127,7 +127,7 @@ Tensor<T> cross_entropy_impl(const Tensor<T>& logits, const IndexArray& targets,
         T* pgx = gx.data();
         for (std::size_t r = 0; r < counted.size(); ++r) {
           if (!counted[r]) continue;
-          for (std::size_t v = 0; v < V; ++v) pgx[r * V + v] = scale * std::exp(px[r * V + v] - lse[r]);
+          for (std::size_t v = 0; v < V; ++v) pgx[r * V + v] = scale * fast::exp(px[r * V + v] - lse[r]);
           pgx[r * V + static_cast<std::size_t>(targets.data()[r])] -= scale;
         }
         accumulate_grad(*xn, std::move(gx), "cross_entropy");
