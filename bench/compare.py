@@ -21,6 +21,8 @@ linked to, so that both run the same GEMM kernels: when that is BLIS, torch gets
 BLIS's libblas.so.3 through LD_PRELOAD (Debian's torch calls the BLAS interface of
 whatever libblas.so.3 it loads). --torch-blas native leaves torch on the system's
 libblas.so.3 (OpenBLAS on Debian).
+
+--scaling N measures headroom alone instead: 1 thread against N, alternating.
 """
 
 import argparse
@@ -62,6 +64,8 @@ def parse_args():
                    help="directory holding train_step_bench (default build/bench)")
     p.add_argument("--python", default="/usr/bin/python3", help="a python3 with torch (default /usr/bin/python3)")
     p.add_argument("--json", metavar="PATH", help="also write every run's JSON line to PATH")
+    p.add_argument("--scaling", type=int, metavar="N",
+                   help="instead of the comparison: headroom alone at 1 and N threads, alternating, and the speedup")
     p.add_argument("--torch-blas", choices=("same", "native"), default="same",
                    help="same: torch runs on the BLAS library headroom's benchmark links (default); "
                         "native: on the system's libblas.so.3")
@@ -71,6 +75,8 @@ def parse_args():
     if unknown or not names:
         p.error(f"unknown config {', '.join(unknown) or '(none)'}; choose from {', '.join(CONFIGS)}")
     a.configs = names
+    if a.scaling is not None and a.scaling < 2:
+        p.error(f"--scaling must be >= 2 (threads to compare with one), got {a.scaling}")
     for flag in ("steps", "reps", "threads", "vocab"):
         if getattr(a, flag) < 1:
             p.error(f"--{flag} must be >= 1, got {getattr(a, flag)}")
@@ -120,12 +126,69 @@ def spread(values, digits):
     return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
 
 
+def common_args(a, name, threads):
+    d_model, heads, layers, seq_len, batch = CONFIGS[name]
+    return [str(v) for v in ["--d-model", d_model, "--heads", heads, "--layers", layers, "--seq-len", seq_len,
+                             "--batch", batch, "--vocab", a.vocab, "--steps", a.steps,
+                             "--warmup-steps", a.warmup_steps, "--threads", threads, "--seed", a.seed]]
+
+
+def thread_env(threads):
+    env = dict(os.environ)
+    for key in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "BLIS_NUM_THREADS"):
+        env[key] = str(threads)
+    return env
+
+
+def scaling(a):
+    """headroom at 1 and a.scaling threads, alternating, per config: the speedup table."""
+    started = time.time()
+    load_before = os.getloadavg()
+    rows, all_runs = [], []
+    for name in a.configs:
+        runs = {1: [], a.scaling: []}
+        for rep in range(a.reps):
+            for threads in runs:
+                r = run_once([str(a.bench)] + common_args(a, name, threads), thread_env(threads))
+                r["config"] = name
+                r["rep"] = rep + 1
+                runs[threads].append(r)
+                all_runs.append(r)
+                print(f"[{name}] rep {rep + 1}/{a.reps} {threads} thread(s) median {r['median_ms']:8.2f} ms/step "
+                      f"(p10 {r['p10_ms']:.2f}, p90 {r['p90_ms']:.2f})", file=sys.stderr, flush=True)
+        one = [r["median_ms"] for r in runs[1]]
+        many = [r["median_ms"] for r in runs[a.scaling]]
+        paired = [x / y for x, y in zip(one, many)]
+        d_model, heads, layers, seq_len, batch = CONFIGS[name]
+        rows.append([name, f"{d_model}/{heads}/{layers}/{seq_len}/{batch}",
+                     f"{statistics.median(one):.2f} ({spread(one, 2)})",
+                     f"{statistics.median(many):.2f} ({spread(many, 2)})",
+                     f"**{statistics.median(one) / statistics.median(many):.2f}**",
+                     f"{statistics.median(paired):.2f} ({spread(paired, 2)})"])
+    load_after = os.getloadavg()
+    print(f"headroom's training step at 1 and {a.scaling} threads (set_threads: the GEMM library's and headroom's "
+          f"own loops), median ms over {a.steps} timed steps per run; median over {a.reps} alternating runs, "
+          f"min-max in brackets. CPU: {cpu_model()}, {os.cpu_count()} cores. Load average (1 min) "
+          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; {time.time() - started:.0f} s in all.")
+    print()
+    header = ["config", "d_model/heads/layers/T/B", "1 thread ms/step", f"{a.scaling} threads ms/step",
+              "speedup", "paired speedup"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    if a.json:
+        with open(a.json, "w") as f:
+            for r in all_runs:
+                f.write(json.dumps(r) + "\n")
+    return 0
+
+
 def main():
     a = parse_args()
-    env = dict(os.environ)
-    env["OPENBLAS_NUM_THREADS"] = str(a.threads)
-    env["OMP_NUM_THREADS"] = str(a.threads)
-    env["BLIS_NUM_THREADS"] = str(a.threads)
+    if a.scaling is not None:
+        return scaling(a)
+    env = thread_env(a.threads)
     watched = {k: os.environ.get(k) for k in WATCHED_ENV}
     headroom_blas, blis_libblas = linked_blas(a.bench)
     torch_env = dict(env)
@@ -143,12 +206,10 @@ def main():
     rows, all_runs, failures = [], [], []
     for name in a.configs:
         d_model, heads, layers, seq_len, batch = CONFIGS[name]
-        common = ["--d-model", d_model, "--heads", heads, "--layers", layers, "--seq-len", seq_len,
-                  "--batch", batch, "--vocab", a.vocab, "--steps", a.steps,
-                  "--warmup-steps", a.warmup_steps, "--threads", a.threads, "--seed", a.seed]
+        common = common_args(a, name, a.threads)
         commands = {
-            "headroom": [str(a.bench)] + [str(v) for v in common],
-            "torch": [a.python, str(HERE / "torch_train_step.py")] + [str(v) for v in common],
+            "headroom": [str(a.bench)] + common,
+            "torch": [a.python, str(HERE / "torch_train_step.py")] + common,
         }
         runs = {"headroom": [], "torch": []}
         for rep in range(a.reps):
@@ -177,6 +238,9 @@ def main():
 
         med = {impl: [r["median_ms"] for r in runs[impl]] for impl in runs}
         h_ms, t_ms = statistics.median(med["headroom"]), statistics.median(med["torch"])
+        # Each torch run against the headroom run just before it: the machine's speed
+        # drifts between minutes, less between neighbours.
+        paired = [t / h for h, t in zip(med["headroom"], med["torch"])]
         h_cpu = statistics.median(r["median_cpu_ms"] for r in runs["headroom"])
         t_cpu = statistics.median(r["median_cpu_ms"] for r in runs["torch"])
         tokens = batch * seq_len
@@ -186,7 +250,8 @@ def main():
         rows.append([
             name, f"{d_model}/{heads}/{layers}/{seq_len}/{batch}",
             f"{h_ms:.2f} ({spread(med['headroom'], 2)})", f"{t_ms:.2f} ({spread(med['torch'], 2)})",
-            f"**{t_ms / h_ms:.2f}**", f"{t_cpu / h_cpu:.2f}",
+            f"**{t_ms / h_ms:.2f}**", f"{statistics.median(paired):.2f} ({spread(paired, 2)})",
+            f"{t_cpu / h_cpu:.2f}",
             f"{flops / (gemm_rate * 1e9) * 1000:.1f}",
             f"{h_rate:.1f} ({100 * h_rate / gemm_rate:.0f}%)", f"{t_rate:.1f} ({100 * t_rate / gemm_rate:.0f}%)",
             f"{tokens / (h_ms / 1000):,.0f}", f"{tokens / (t_ms / 1000):,.0f}",
@@ -206,11 +271,12 @@ def main():
           f"in brackets its share of that rate.")
     print(f"Environment: {env_note}. Load average (1 min) {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after; {time.time() - started:.0f} s in all.")
-    print("ratio = torch ms / headroom ms: > 1 means headroom is faster. The same ratio of process CPU time "
-          "per step, less sensitive to other processes on the machine, beside it.")
+    print("ratio = torch ms / headroom ms: > 1 means headroom is faster. Paired ratio: the median (and min-max) "
+          "over reps of each torch run's ms over the headroom run just before it. The same ratio of process CPU "
+          "time per step, less sensitive to other processes on the machine, beside it.")
     print()
     header = ["config", "d_model/heads/layers/T/B", "headroom ms/step", "torch ms/step",
-              "ratio torch/headroom", "ratio by CPU time", "GEMM floor ms", "headroom GFLOP/s", "torch GFLOP/s",
+              "ratio torch/headroom", "paired ratio", "ratio by CPU time", "GEMM floor ms", "headroom GFLOP/s", "torch GFLOP/s",
               "headroom tok/s", "torch tok/s", "headroom peak RSS MiB",
               "torch peak RSS MiB", "initial loss h / t"]
     print("| " + " | ".join(header) + " |")
