@@ -2,11 +2,14 @@
 // ways, transposed inputs, size-1 edges) for three seeds, so each case is seen on
 // three different shapes.
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <set>
 
 #include <doctest/doctest.h>
 
 #include "autograd/op_checks.hpp"
+#include "autograd/ops.hpp"
 #include "gradcheck_doctest.hpp"
 
 namespace {
@@ -74,4 +77,32 @@ TEST_CASE("run_op_checks rejects an unknown op by name") {
   options.op = "matmull";
   CHECK_THROWS_WITH_AS(headroom::run_op_checks(options), doctest::Contains("unknown op 'matmull'"),
                        std::invalid_argument);
+}
+
+// linear() runs its forward GEMM either on W as stored (x W^T) or, for inputs
+// narrower than 256 with at least as many rows as outputs, on a copy of W^T
+// (ops_matmul.cpp). Both paths against the composed matmul(x, W^T) + b.
+namespace hr = headroom;
+
+TEST_CASE("linear: both forward GEMM paths equal matmul(x, transpose(W)) + b") {
+  using D = hr::Tensor<double>;
+  struct Case {
+    const char* path;
+    std::size_t rows, in, out;
+  };
+  for (const Case c : {Case{"copied W^T", 40, 8, 6}, Case{"W as stored: wide input", 40, 300, 6},
+                       Case{"W as stored: fewer rows than outputs", 3, 8, 6}}) {
+    CAPTURE(std::string(c.path));
+    xt::xarray<double> x = xt::empty<double>(hr::Shape{c.rows, c.in});
+    xt::xarray<double> w = xt::empty<double>(hr::Shape{c.out, c.in});
+    xt::xarray<double> b = xt::empty<double>(hr::Shape{c.out});
+    double v = 0.1;
+    for (auto* a : {&x, &w, &b}) {
+      for (auto& e : *a) e = (v = std::fmod(v * 7.3 + 0.37, 2.0)) - 1.0;  // fixed, non-uniform values
+    }
+    const D got = hr::linear(D(x), D(w), D(b));
+    const D want = hr::add(hr::matmul(D(x), hr::transpose(D(w))), D(b));
+    REQUIRE(got.shape() == want.shape());
+    CHECK(xt::allclose(got.value(), want.value(), 1e-12, 1e-13));
+  }
 }
