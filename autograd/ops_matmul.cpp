@@ -1,8 +1,11 @@
 // Batched matrix product with broadcast batch axes, one BLAS GEMM per 2-D slice
 // (DESIGN.md #4). Transposes in backward are folded into the GEMM flags, not copied.
+#include <type_traits>
+
 #include <fmt/format.h>
 #include <xtensor/xbuilder.hpp>
 
+#include "autograd/fast_math.hpp"
 #include "autograd/gemm.hpp"
 #include "autograd/ops.hpp"
 #include "autograd/parallel.hpp"
@@ -107,6 +110,52 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
       });
 }
 
+namespace {
+
+// y[r, :] += b for `rows` rows of `out` values.
+template <typename T>
+[[gnu::always_inline]] inline void add_bias_rows(T* y, const T* b, std::size_t rows, std::size_t out) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t o = 0; o < out; ++o) y[r * out + o] += b[o];
+  }
+}
+
+// sum[o] += g[r * ld + o] over r in [0, rows), o in [0, n): the columns' sums, each
+// in row order.
+template <typename T>
+[[gnu::always_inline]] inline void sum_rows(const T* g, std::size_t rows, std::size_t ld, std::size_t n, T* sum) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t o = 0; o < n; ++o) sum[o] += g[r * ld + o];
+  }
+}
+
+HEADROOM_CLONES void add_bias_rows_f32(float* y, const float* b, std::size_t rows, std::size_t out) {
+  add_bias_rows(y, b, rows, out);
+}
+HEADROOM_CLONES void sum_rows_f32(const float* g, std::size_t rows, std::size_t ld, std::size_t n, float* sum) {
+  sum_rows(g, rows, ld, n, sum);
+}
+
+template <typename T>
+void add_bias_rows_any(T* y, const T* b, std::size_t rows, std::size_t out) {
+  if constexpr (std::is_same_v<T, float>) {
+    add_bias_rows_f32(y, b, rows, out);
+  } else {
+    add_bias_rows(y, b, rows, out);
+  }
+}
+
+template <typename T>
+void sum_rows_any(const T* g, std::size_t rows, std::size_t ld, std::size_t n, T* sum) {
+  if constexpr (std::is_same_v<T, float>) {
+    sum_rows_f32(g, rows, ld, n, sum);
+  } else {
+    sum_rows(g, rows, ld, n, sum);
+  }
+}
+
+}  // namespace
+
 // linear() copies W^T for its forward GEMM when the input width is below this
 // (see there).
 constexpr std::size_t kContiguousWeightBelow = 256;
@@ -149,10 +198,7 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
     const T* pb = bias.value().data();
     parallel_for(rows, std::max<std::size_t>(1, 16384 / std::max<std::size_t>(out, 1)),
                  [&](std::size_t r_begin, std::size_t r_end) {
-                   for (std::size_t r = r_begin; r < r_end; ++r) {
-                     T* py = y.data() + r * out;
-                     for (std::size_t o = 0; o < out; ++o) py[o] += pb[o];
-                   }
+                   add_bias_rows_any(y.data() + r_begin * out, pb, r_end - r_begin, out);
                  });
   }
   std::vector<std::shared_ptr<Node<T>>> inputs{x.node(), weight.node()};
@@ -177,10 +223,7 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
           // Parallel over outputs; each output's sum runs over the rows in order.
           parallel_for(out, std::max<std::size_t>(16, 16384 / std::max<std::size_t>(rows, 1)),
                        [&](std::size_t o_begin, std::size_t o_end) {
-                         T* pgb = gb.data();
-                         for (std::size_t r = 0; r < rows; ++r) {
-                           for (std::size_t o = o_begin; o < o_end; ++o) pgb[o] += pg[r * out + o];
-                         }
+                         sum_rows_any(pg + o_begin, rows, out, o_end - o_begin, gb.data() + o_begin);
                        });
           accumulate_grad(*bn, std::move(gb), "linear");
         }
