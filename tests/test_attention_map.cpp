@@ -13,7 +13,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "autograd/gemm.hpp"
+#include "autograd/parallel.hpp"
 #include "cli/heatmap.hpp"
 #include "cli/model_dir.hpp"
 #include "cli/task_tokens.hpp"
@@ -299,7 +299,7 @@ TEST_CASE("headroom attention --example: the SVG, and weights that are the model
   CHECK(std::equal(prompt_ids.begin(), prompt_ids.end(), tokens.begin()));
 
   // The weights are the model's own, from an in-process forward pass on the same tokens.
-  hr::set_blas_threads(1);
+  hr::set_threads(1);
   hr::LoadedModel<float> loaded = hr::load_model<float>(dir / "model.safetensors");
   loaded.model->eval();
   hr::NoGrad no_grad;

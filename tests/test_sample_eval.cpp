@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "autograd/gemm.hpp"
+#include "autograd/parallel.hpp"
 #include "cli/generate.hpp"
 #include "cli/model_dir.hpp"
 #include "cli/trainer.hpp"
@@ -348,7 +348,7 @@ TEST_CASE("headroom train then eval and sample: eval reproduces the final and a 
 }
 
 TEST_CASE("eval on a saved task model equals cli::evaluate in-process, with the defaults and with flags") {
-  hr::set_blas_threads(1);
+  hr::set_threads(1);
   const fs::path dir = fresh_dir("task_eval");
   const hc::DataConfig data{.task = "reverse", .text = "", .seq_len = 6, .vocab = 9};
   const auto task = hr::make_task(data.task, {.vocab = data.vocab, .seq_len = data.seq_len});
@@ -420,7 +420,7 @@ TEST_CASE("sample is reproducible for a seed, differs across seeds, and greedy =
 }
 
 TEST_CASE("eval of a text model: its own validation split, any file with --text, and perplexity") {
-  hr::set_blas_threads(1);
+  hr::set_threads(1);
   const fs::path dir = fresh_dir("text_eval");
   write_file(dir / "t.txt", kText);
   const hr::CharDataset chars(dir / "t.txt", {.seq_len = 8});
