@@ -100,12 +100,11 @@ class Pool {
   bool stop_ = false;
 };
 
-Pool& pool() {
-  static Pool p;
-  return p;
-}
-
-int g_threads = 1;
+// Each thread that trains has its own pool and count, so that side-by-side
+// trainings in one process (headroom ablate --jobs) never share or resize a pool
+// another one is using.
+thread_local std::unique_ptr<Pool> t_pool;
+thread_local int t_threads = 1;
 
 }  // namespace
 
@@ -113,18 +112,23 @@ void set_threads(int threads) {
   if (threads < 1) throw std::invalid_argument("set_threads: threads must be at least 1, got " + std::to_string(threads));
   if (t_in_region) throw std::logic_error("set_threads: called from inside a parallel_for");
   set_blas_threads(threads);
-  pool().resize(static_cast<std::size_t>(threads - 1));
-  g_threads = threads;
+  if (threads == 1) {
+    t_pool.reset();
+  } else {
+    if (!t_pool) t_pool = std::make_unique<Pool>();
+    t_pool->resize(static_cast<std::size_t>(threads - 1));
+  }
+  t_threads = threads;
 }
 
-int threads() { return g_threads; }
+int threads() { return t_threads; }
 
 bool in_parallel_region() { return t_in_region; }
 
 void parallel_for(std::size_t n, std::size_t min_chunk, const std::function<void(std::size_t, std::size_t)>& body,
                   bool calls_gemm) {
   if (n == 0) return;
-  std::size_t chunks = std::min<std::size_t>(static_cast<std::size_t>(g_threads), pool().workers() + 1);
+  std::size_t chunks = t_pool ? std::min<std::size_t>(static_cast<std::size_t>(t_threads), t_pool->workers() + 1) : 1;
   if (min_chunk > 0) chunks = std::min(chunks, std::max<std::size_t>(1, n / min_chunk));
   chunks = std::min(chunks, n);
   if (t_in_region || (calls_gemm && !gemm_threads_per_call())) chunks = 1;
@@ -133,7 +137,7 @@ void parallel_for(std::size_t n, std::size_t min_chunk, const std::function<void
     return;
   }
   // Chunk c covers [c n / chunks, (c + 1) n / chunks): sizes differ by at most one.
-  pool().run(chunks, [&](std::size_t c) { body(c * n / chunks, (c + 1) * n / chunks); });
+  t_pool->run(chunks, [&](std::size_t c) { body(c * n / chunks, (c + 1) * n / chunks); });
 }
 
 }  // namespace headroom

@@ -16,10 +16,12 @@
 
 namespace headroom {
 
-// Threads for the GEMM library and for parallel_for; at least 1. Not thread-safe:
-// call it between steps, from the thread that trains.
+// Threads for parallel_for on the calling thread, and for the GEMM library; at
+// least 1. The loops' threads belong to the thread that called it (each job of
+// `headroom ablate --jobs` trains on its own), the GEMM library's count is
+// process-wide. Call it between steps, not from inside a parallel_for.
 void set_threads(int threads);
-int threads();
+int threads();  // the calling thread's
 
 // Runs body(begin, end) over contiguous chunks that cover [0, n), at most threads()
 // of them and none shorter than min_chunk (except when n itself is), in parallel,

@@ -97,6 +97,29 @@ TEST_CASE("parallel_for rethrows a chunk's exception after every chunk finished"
   CHECK(again == 2);
 }
 
+TEST_CASE("threads that train side by side each have their own pool (ablate --jobs)") {
+  // Two trainers in one process, each setting its own thread count and running
+  // loops at the same time, as `headroom ablate --jobs 2 --threads 2` does.
+  std::atomic<bool> ok{true};
+  const auto trainer = [&](int threads) {
+    hr::set_threads(threads);
+    for (int round = 0; round < 50; ++round) {
+      std::vector<int> hits(1000, 0);
+      hr::parallel_for(hits.size(), 1, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) ++hits[i];
+      });
+      for (int h : hits) ok = ok && h == 1;
+      if (round % 10 == 0) hr::set_threads(threads);  // resizing one's pool leaves the other's alone
+    }
+    hr::set_threads(1);
+  };
+  std::thread a(trainer, 2), b(trainer, 3);
+  a.join();
+  b.join();
+  CHECK(ok);
+  CHECK(hr::threads() == 1);  // this thread's count was never touched
+}
+
 TEST_CASE("set_threads refuses fewer than one thread, naming the value") {
   CHECK_THROWS_WITH_AS(hr::set_threads(0), "set_threads: threads must be at least 1, got 0", std::invalid_argument);
   CHECK(hr::threads() >= 1);
