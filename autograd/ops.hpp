@@ -108,7 +108,9 @@ template <typename T> Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& 
 //   attention weights (B, H, T, T) as values (no gradient flows through them).
 // Equal to split_heads, matmul, mul_scalar, masked_fill, softmax, matmul and
 // merge_heads composed (tests/test_attention.cpp compares them), in one pass per
-// (batch, head) whose GEMMs read q, k and v in place through their row strides.
+// (batch, kv head) pair whose GEMMs read q and v in place through their row
+// strides and K^T from a contiguous copy; causal products go in blocks of 32 query
+// rows that skip the hidden keys; the pairs run in parallel (parallel.hpp).
 template <typename T>
 Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, std::size_t n_heads,
                     std::size_t n_kv_heads, T scale, bool causal, const Mask* key_padding = nullptr,
