@@ -1,0 +1,77 @@
+// small_gemm_bench: attention's per-head GEMMs in the BLAS library (gemm) and in
+// headroom's small_gemm, side by side, one thread, float. For each benchmark
+// config and each product the fused attention op does per causal block of 32 query
+// rows, it prints GFLOP/s of both and their ratio (bench/README.md).
+//
+// Legend: T = sequence length, d = d_k = d_v, keys = the block's visible keys.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "autograd/gemm.hpp"
+#include "autograd/parallel.hpp"
+#include "autograd/random.hpp"
+#include "autograd/small_gemm.hpp"
+
+namespace hr = headroom;
+
+namespace {
+
+struct Product {
+  std::string what;
+  bool trans_a;
+  std::size_t m, n, k;
+};
+
+// Best time of 15 repetitions of `inner` calls, in seconds per call.
+template <typename F>
+double best_seconds(F&& f, int inner) {
+  double best = 1e300;
+  for (int rep = 0; rep < 15; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < inner; ++i) f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / inner);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main() {
+  hr::set_threads(1);
+  hr::Rng rng(0);
+  std::vector<float> a(256 * 256), b(256 * 256), c(256 * 256);
+  for (auto* v : {&a, &b}) {
+    for (auto& x : *v) x = static_cast<float>(rng.normal());
+  }
+  std::printf("| config (T, d) | product | m x n x k | BLAS GFLOP/s | small_gemm GFLOP/s | ratio |\n");
+  std::printf("|---|---|---|---:|---:|---:|\n");
+  struct Config {
+    const char* name;
+    std::size_t T, d;
+  };
+  for (const Config cfg : {Config{"tiny", 32, 16}, Config{"small", 64, 16}, Config{"medium", 128, 32}}) {
+    const std::size_t keys = cfg.T;  // the last (largest) causal block
+    const std::size_t rows = std::min<std::size_t>(32, cfg.T);
+    const std::vector<Product> products{
+        {"scores Q K^T", false, rows, keys, cfg.d}, {"out P V", false, rows, cfg.d, keys},
+        {"dP = dO V^T", false, rows, keys, cfg.d},  {"dV += P^T dO", true, keys, cfg.d, rows},
+        {"dQ = dS K", false, rows, cfg.d, keys},    {"dK += dS^T Q", true, keys, cfg.d, rows}};
+    for (const Product& p : products) {
+      const std::size_t lda = p.trans_a ? p.m : p.k;
+      const double flops = 2.0 * static_cast<double>(p.m * p.n * p.k);
+      const int inner = static_cast<int>(std::max(1.0, 2e7 / flops));
+      const double blas = best_seconds(
+          [&] { hr::gemm<float>(p.trans_a, false, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), p.n, 0.f, c.data(), p.n); },
+          inner);
+      const double small = best_seconds(
+          [&] { hr::small_gemm<float>(p.trans_a, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), p.n, 0.f, c.data(), p.n); },
+          inner);
+      std::printf("| %s (%zu, %zu) | %s | %zu x %zu x %zu | %.1f | %.1f | %.2f |\n", cfg.name, cfg.T, cfg.d,
+                  p.what.c_str(), p.m, p.n, p.k, flops / blas / 1e9, flops / small / 1e9, blas / small);
+    }
+  }
+  return 0;
+}
