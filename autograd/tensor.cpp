@@ -1,5 +1,6 @@
 #include "autograd/tensor.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string_view>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 #include <xtensor/xbuilder.hpp>
 
+#include "autograd/parallel.hpp"
 #include "autograd/profile.hpp"
 
 namespace headroom {
@@ -311,15 +313,27 @@ template <typename T>
 void accumulate_grad(Node<T>& node, const xt::xarray<T>& grad, const char* op) {
   if (!node.requires_grad) return;
   const bool same = Shape(grad.shape()) == Shape(node.value.shape());
+  constexpr std::size_t kChunk = 16384;  // elements per parallel_for chunk, at least
   if (!node.has_grad) {
-    node.grad = same ? grad : sum_to_shape(grad, node.value.shape(), op);
+    if (same) {  // a copy, in parallel for the large activations of a residual stream
+      node.grad = xt::empty<T>(grad.shape());
+      const T* src = grad.data();
+      T* dst = node.grad.data();
+      parallel_for(grad.size(), kChunk, [&](std::size_t begin, std::size_t end) {
+        std::copy(src + begin, src + end, dst + begin);
+      });
+    } else {
+      node.grad = sum_to_shape(grad, node.value.shape(), op);
+    }
     node.has_grad = true;
     return;
   }
   T* dst = node.grad.data();
   if (same) {
     const T* src = grad.data();
-    for (std::size_t i = 0, n = node.grad.size(); i < n; ++i) dst[i] += src[i];
+    parallel_for(node.grad.size(), kChunk, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) dst[i] += src[i];
+    });
   } else {
     const xt::xarray<T> reduced = sum_to_shape(grad, node.value.shape(), op);
     const T* src = reduced.data();
