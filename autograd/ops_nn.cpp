@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -255,14 +256,24 @@ template <typename T>
   }
 }
 
-// LayerNorm's input gradient over `rows` rows (the backward's term (1)).
+// LayerNorm's backward over `rows` rows: the input gradient (term (1)) into gx
+// when it is non-null, and each channel's sums of terms (2) and (3) over these
+// rows, in row order, added into gw and gb when they are non-null.
 template <typename T>
-[[gnu::always_inline]] inline void layer_norm_dx_rows(const T* g, const T* x, const T* w, const T* mean,
-                                                      const T* rstd, std::size_t C, std::size_t rows, T* gx) {
+[[gnu::always_inline]] inline void layer_norm_backward_rows(const T* g, const T* x, const T* w, const T* mean,
+                                                            const T* rstd, std::size_t C, std::size_t rows, T* gx,
+                                                            T* gw, T* gb) {
   for (std::size_t r = 0; r < rows; ++r) {
     const T* gr = g + r * C;
     const T* xr = x + r * C;
     const T m = mean[r], s = rstd[r];
+    if (gw) {
+      for (std::size_t c = 0; c < C; ++c) gw[c] += gr[c] * ((xr[c] - m) * s);
+    }
+    if (gb) {
+      for (std::size_t c = 0; c < C; ++c) gb[c] += gr[c];
+    }
+    if (!gx) continue;
     const T mean_d = fast::lane_sum<T>(C, [&](std::size_t c) { return gr[c] * w[c]; }) / static_cast<T>(C);
     const T mean_dx =
         fast::lane_sum<T>(C, [&](std::size_t c) { return gr[c] * w[c] * ((xr[c] - m) * s); }) / static_cast<T>(C);
@@ -276,9 +287,10 @@ HEADROOM_CLONES void layer_norm_rows_f32(const float* x, const float* w, const f
   layer_norm_rows(x, w, b, eps, C, rows, mean, rstd, y);
 }
 
-HEADROOM_CLONES void layer_norm_dx_rows_f32(const float* g, const float* x, const float* w, const float* mean,
-                                            const float* rstd, std::size_t C, std::size_t rows, float* gx) {
-  layer_norm_dx_rows(g, x, w, mean, rstd, C, rows, gx);
+HEADROOM_CLONES void layer_norm_backward_rows_f32(const float* g, const float* x, const float* w, const float* mean,
+                                                  const float* rstd, std::size_t C, std::size_t rows, float* gx,
+                                                  float* gw, float* gb) {
+  layer_norm_backward_rows(g, x, w, mean, rstd, C, rows, gx, gw, gb);
 }
 
 template <typename T>
@@ -292,12 +304,12 @@ void layer_norm_rows_any(const T* x, const T* w, const T* b, T eps, std::size_t 
 }
 
 template <typename T>
-void layer_norm_dx_rows_any(const T* g, const T* x, const T* w, const T* mean, const T* rstd, std::size_t C,
-                            std::size_t rows, T* gx) {
+void layer_norm_backward_rows_any(const T* g, const T* x, const T* w, const T* mean, const T* rstd, std::size_t C,
+                                  std::size_t rows, T* gx, T* gw, T* gb) {
   if constexpr (std::is_same_v<T, float>) {
-    layer_norm_dx_rows_f32(g, x, w, mean, rstd, C, rows, gx);
+    layer_norm_backward_rows_f32(g, x, w, mean, rstd, C, rows, gx, gw, gb);
   } else {
-    layer_norm_dx_rows(g, x, w, mean, rstd, C, rows, gx);
+    layer_norm_backward_rows(g, x, w, mean, rstd, C, rows, gx, gw, gb);
   }
 }
 
@@ -338,33 +350,35 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
         const T* px = xn->value.data();
         const T* pw = wn->value.data();
         xt::xarray<T> gx, gw, gb;
+        if (xn->requires_grad) gx = xt::empty<T>(xn->value.shape());
+        if (wn->requires_grad) gw = xt::zeros<T>({C});
+        if (bn->requires_grad) gb = xt::zeros<T>({C});
+        // One pass over the rows, in parallel chunks: each chunk writes its rows of
+        // dx and sums (2) and (3) over its rows into its own partial sums, which are
+        // then added in the order of the chunks (so a run is deterministic for a
+        // given thread count; on one thread the rows are summed in order).
+        struct Partial {
+          std::size_t first_row;
+          std::vector<T> gw, gb;
+        };
+        std::vector<Partial> partials;
+        std::mutex partials_mutex;
         const std::size_t min_rows = std::max<std::size_t>(1, 16384 / std::max<std::size_t>(C, 1));
-        if (xn->requires_grad) {  // (1), parallel over rows
-          gx = xt::empty<T>(xn->value.shape());
-          parallel_for(rows, min_rows, [&](std::size_t r_begin, std::size_t r_end) {
-            layer_norm_dx_rows_any(pg + r_begin * C, px + r_begin * C, pw, mean.data() + r_begin,
-                                   rstd.data() + r_begin, C, r_end - r_begin, gx.data() + r_begin * C);
-          });
-        }
-        if (wn->requires_grad || bn->requires_grad) {  // (2) and (3), parallel over channels
-          if (wn->requires_grad) gw = xt::zeros<T>({C});
-          if (bn->requires_grad) gb = xt::zeros<T>({C});
-          // Each channel's sums run over the rows in order, on any thread count.
-          const std::size_t min_channels = std::max<std::size_t>(16, 16384 / std::max<std::size_t>(rows, 1));
-          parallel_for(C, min_channels, [&](std::size_t c_begin, std::size_t c_end) {
-            T* pgw = wn->requires_grad ? gw.data() : nullptr;
-            T* pgb = bn->requires_grad ? gb.data() : nullptr;
-            for (std::size_t r = 0; r < rows; ++r) {
-              const T* gr = pg + r * C;
-              const T* xr = px + r * C;
-              if (pgw) {
-                for (std::size_t c = c_begin; c < c_end; ++c) pgw[c] += gr[c] * ((xr[c] - mean[r]) * rstd[r]);
-              }
-              if (pgb) {
-                for (std::size_t c = c_begin; c < c_end; ++c) pgb[c] += gr[c];
-              }
-            }
-          });
+        parallel_for(rows, min_rows, [&](std::size_t r_begin, std::size_t r_end) {
+          Partial part{r_begin, std::vector<T>(wn->requires_grad ? C : 0), std::vector<T>(bn->requires_grad ? C : 0)};
+          layer_norm_backward_rows_any(pg + r_begin * C, px + r_begin * C, pw, mean.data() + r_begin,
+                                       rstd.data() + r_begin, C, r_end - r_begin,
+                                       xn->requires_grad ? gx.data() + r_begin * C : nullptr,
+                                       wn->requires_grad ? part.gw.data() : nullptr,
+                                       bn->requires_grad ? part.gb.data() : nullptr);
+          std::lock_guard lock(partials_mutex);
+          partials.push_back(std::move(part));
+        });
+        std::sort(partials.begin(), partials.end(),
+                  [](const Partial& a, const Partial& b) { return a.first_row < b.first_row; });
+        for (const Partial& part : partials) {
+          for (std::size_t c = 0; c < part.gw.size(); ++c) gw.data()[c] += part.gw[c];
+          for (std::size_t c = 0; c < part.gb.size(); ++c) gb.data()[c] += part.gb[c];
         }
         if (xn->requires_grad) accumulate_grad(*xn, std::move(gx), "layer_norm");
         if (wn->requires_grad) accumulate_grad(*wn, std::move(gw), "layer_norm");
