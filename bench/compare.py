@@ -241,6 +241,10 @@ def main():
         # Each torch run against the headroom run just before it: the machine's speed
         # drifts between minutes, less between neighbours.
         paired = [t / h for h, t in zip(med["headroom"], med["torch"])]
+        # The VM alternates between a quiet and a busy phase lasting tens of seconds,
+        # both sides slowing alike; each run's 10th percentile is its quiet-phase
+        # speed, so the ratio of the median p10s compares the two in the same phase.
+        p10 = {impl: statistics.median(r["p10_ms"] for r in runs[impl]) for impl in runs}
         h_cpu = statistics.median(r["median_cpu_ms"] for r in runs["headroom"])
         t_cpu = statistics.median(r["median_cpu_ms"] for r in runs["torch"])
         tokens = batch * seq_len
@@ -251,6 +255,7 @@ def main():
             name, f"{d_model}/{heads}/{layers}/{seq_len}/{batch}",
             f"{h_ms:.2f} ({spread(med['headroom'], 2)})", f"{t_ms:.2f} ({spread(med['torch'], 2)})",
             f"**{t_ms / h_ms:.2f}**", f"{statistics.median(paired):.2f} ({spread(paired, 2)})",
+            f"{p10['torch'] / p10['headroom']:.2f}",
             f"{t_cpu / h_cpu:.2f}",
             f"{flops / (gemm_rate * 1e9) * 1000:.1f}",
             f"{h_rate:.1f} ({100 * h_rate / gemm_rate:.0f}%)", f"{t_rate:.1f} ({100 * t_rate / gemm_rate:.0f}%)",
@@ -272,11 +277,12 @@ def main():
     print(f"Environment: {env_note}. Load average (1 min) {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after; {time.time() - started:.0f} s in all.")
     print("ratio = torch ms / headroom ms: > 1 means headroom is faster. Paired ratio: the median (and min-max) "
-          "over reps of each torch run's ms over the headroom run just before it. The same ratio of process CPU "
+          "over reps of each torch run's ms over the headroom run just before it. p10 ratio: the same of the runs' "
+          "10th percentiles, the speed in the machine's quiet phases. The ratio of process CPU "
           "time per step, less sensitive to other processes on the machine, beside it.")
     print()
     header = ["config", "d_model/heads/layers/T/B", "headroom ms/step", "torch ms/step",
-              "ratio torch/headroom", "paired ratio", "ratio by CPU time", "GEMM floor ms", "headroom GFLOP/s", "torch GFLOP/s",
+              "ratio torch/headroom", "paired ratio", "p10 ratio", "ratio by CPU time", "GEMM floor ms", "headroom GFLOP/s", "torch GFLOP/s",
               "headroom tok/s", "torch tok/s", "headroom peak RSS MiB",
               "torch peak RSS MiB", "initial loss h / t"]
     print("| " + " | ".join(header) + " |")
