@@ -126,6 +126,22 @@ def spread(values, digits):
     return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
 
 
+def print_table(header, rows):
+    """A Markdown table: the first two columns left-aligned, the numbers right-aligned."""
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+def write_json(path, runs):
+    """Every run's JSON line to path, when --json asked for it."""
+    if path:
+        with open(path, "w") as f:
+            for r in runs:
+                f.write(json.dumps(r) + "\n")
+
+
 def common_args(a, name, threads):
     d_model, heads, layers, seq_len, batch = CONFIGS[name]
     return [str(v) for v in ["--d-model", d_model, "--heads", heads, "--layers", layers, "--seq-len", seq_len,
@@ -173,14 +189,8 @@ def scaling(a):
     print()
     header = ["config", "d_model/heads/layers/T/B", "1 thread ms/step", f"{a.scaling} threads ms/step",
               "speedup", "paired speedup"]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
-    if a.json:
-        with open(a.json, "w") as f:
-            for r in all_runs:
-                f.write(json.dumps(r) + "\n")
+    print_table(header, rows)
+    write_json(a.json, all_runs)
     return 0
 
 
@@ -282,18 +292,12 @@ def main():
           "time per step, less sensitive to other processes on the machine, beside it.")
     print()
     header = ["config", "d_model/heads/layers/T/B", "headroom ms/step", "torch ms/step",
-              "ratio torch/headroom", "paired ratio", "p10 ratio", "ratio by CPU time", "GEMM floor ms", "headroom GFLOP/s", "torch GFLOP/s",
+              "ratio torch/headroom", "paired ratio", "p10 ratio", "ratio by CPU time", "GEMM floor ms",
+              "headroom GFLOP/s", "torch GFLOP/s",
               "headroom tok/s", "torch tok/s", "headroom peak RSS MiB",
               "torch peak RSS MiB", "initial loss h / t"]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
-
-    if a.json:
-        with open(a.json, "w") as f:
-            for r in all_runs:
-                f.write(json.dumps(r) + "\n")
+    print_table(header, rows)
+    write_json(a.json, all_runs)
     if failures:
         print(file=sys.stderr)
         for msg in failures:
