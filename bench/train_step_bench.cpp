@@ -162,11 +162,11 @@ void print_profile(const hr::OpProfile& profile, double walk_ms, const std::vect
 }
 
 int run(const BenchOptions& o) {
-  if (o.steps == 0) throw std::invalid_argument("train_step_bench: --steps must be positive, got 0");
-  if (o.threads < 1) throw std::invalid_argument(fmt::format("train_step_bench: --threads must be >= 1, got {}", o.threads));
+  if (o.steps == 0) throw std::invalid_argument("--steps must be positive, got 0");
+  if (o.threads < 1) throw std::invalid_argument(fmt::format("--threads must be >= 1, got {}", o.threads));
   hr::set_threads(o.threads);
   if (o.allocator == "retain" && !hr::retain_freed_memory()) {
-    throw std::runtime_error("train_step_bench: the C library refused retain_freed_memory's settings");
+    throw std::runtime_error("the C library refused retain_freed_memory's settings");
   }
 
   const hr::ModelConfig config{.vocab = o.vocab,
@@ -218,7 +218,7 @@ int run(const BenchOptions& o) {
     const double c1 = process_cpu_ms();
     const double value = loss.item();
     if (!std::isfinite(value)) {
-      throw std::runtime_error(fmt::format("train_step_bench: loss is {} at step {}", value, s + 1));
+      throw std::runtime_error(fmt::format("loss is {} at step {}", value, s + 1));
     }
     if (s == 0) initial_loss = value;
     final_loss = value;
