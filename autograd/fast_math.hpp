@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <limits>
 #include <numbers>
+#include <type_traits>
 
 // Builds a float loop for AVX-512, AVX2 and the baseline (SSE2), one chosen at load
 // time from the CPU's features (GCC target_clones). The loop's body must be inlined
@@ -31,6 +32,17 @@
 #endif
 
 namespace headroom::fast {
+
+// Calls `clone`, a loop built with HEADROOM_CLONES for float, when T is float, and
+// `plain`, the same loop for any T, otherwise (double is what gradcheck runs).
+template <typename T, typename Clone, typename Plain, typename... Args>
+[[gnu::always_inline]] inline void clone_if_float(Clone clone, Plain plain, Args... args) {
+  if constexpr (std::is_same_v<T, float>) {
+    clone(args...);
+  } else {
+    plain(args...);
+  }
+}
 
 [[gnu::always_inline]] inline float exp(float x) {
   // exp(x) = 2^k exp(r), k = round(x / ln 2), r = x - k ln 2 with |r| <= ln2 / 2.

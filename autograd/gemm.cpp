@@ -87,6 +87,16 @@ void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
               a, to_ld(lda), b, to_ld(ldb), beta, c, to_ld(ldc));
 }
 
+template <typename T>
+void transpose_into(T* dst, const T* src, std::size_t rows, std::size_t cols, std::size_t ld) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < cols; ++j) dst[j * rows + i] = src[i * ld + j];
+  }
+}
+
+template void transpose_into(float*, const float*, std::size_t, std::size_t, std::size_t);
+template void transpose_into(double*, const double*, std::size_t, std::size_t, std::size_t);
+
 #ifdef HEADROOM_BLAS_BLIS
 void set_blas_threads(int threads) { bli_thread_set_num_threads(threads); }
 #else

@@ -11,6 +11,12 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
           const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
 
+// dst (cols, rows) = src^T for src (rows, cols) with row stride ld: a contiguous
+// transposed operand, for products the GEMM code runs faster on it than on a
+// transposed flag (attention's K^T and V^T, linear's W^T for narrow inputs).
+template <typename T>
+void transpose_into(T* dst, const T* src, std::size_t rows, std::size_t cols, std::size_t ld);
+
 // Threads the GEMM library may use for each GEMM. set_threads() (parallel.hpp)
 // calls it; call that instead.
 void set_blas_threads(int threads);

@@ -69,15 +69,6 @@ template <typename T>
 
 HEADROOM_CLONES void softmax_row_f32(float* s, std::size_t n) { softmax_row(s, n); }
 
-template <typename T>
-void softmax_row_any(T* s, std::size_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    softmax_row_f32(s, n);
-  } else {
-    softmax_row(s, n);
-  }
-}
-
 // The softmax backward of one row in place: dP -> dS = P (dP - sum_j P_j dP_j),
 // 0 where P is 0 (masked keys).
 template <typename T>
@@ -88,15 +79,6 @@ template <typename T>
 
 HEADROOM_CLONES void softmax_backward_row_f32(const float* p, float* d, std::size_t n) {
   softmax_backward_row(p, d, n);
-}
-
-template <typename T>
-void softmax_backward_row_any(const T* p, T* d, std::size_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    softmax_backward_row_f32(p, d, n);
-  } else {
-    softmax_backward_row(p, d, n);
-  }
 }
 
 // Row i of the scores s (T keys) in place: softmax over the visible keys, 0 for
@@ -110,7 +92,7 @@ void masked_softmax_row(T* s, std::size_t i, std::size_t t, bool causal, const b
     // scalar tail (a third of the softmax's time at T = 64 when they did).
     const std::size_t n = std::min(t, (end + 15) / 16 * 16);
     std::fill(s + end, s + n, -std::numeric_limits<T>::infinity());
-    softmax_row_any(s, n);
+    fast::clone_if_float<T>(softmax_row_f32, [](auto... a) { softmax_row(a...); }, s, n);
     std::fill(s + n, s + t, T(0));
     return;
   }
@@ -133,30 +115,12 @@ void masked_softmax_row(T* s, std::size_t i, std::size_t t, bool causal, const b
   std::fill(s + end, s + t, T(0));
 }
 
-// dst (cols, rows) = src^T, src (rows, cols) with row stride ld. The GEMM
-// libraries run Q K^T with a transposed right operand at half the speed of the
-// same product on a contiguous K^T at attention's sizes (BLIS 0.9, 128 x 128 x 32:
-// 25 against 54 GFLOP/s), so we pay this small copy (T d_k per kv head) instead.
-template <typename T>
-void transpose_into(T* dst, const T* src, std::size_t rows, std::size_t cols, std::size_t ld) {
-  for (std::size_t i = 0; i < rows; ++i) {
-    for (std::size_t j = 0; j < cols; ++j) dst[j * rows + i] = src[i * ld + j];
-  }
-}
-
-}  // namespace
-
-// Causal attention's rows [r0, r1) see keys [0, r1) only, so we run every product
-// block of rows by block of rows and skip the hidden upper-right part of the scores:
-// with blocks of 32 rows, 62.5% of the (128, 128) products remain at T = 128 and 75%
-// at T = 64. Without the causal mask there is one block of all rows and all keys.
-namespace {
-
-constexpr std::size_t kCausalBlockRows = 32;
-
 // Attention's per-head products go to small_gemm while B (k, n) stays within
 // 128 x 128 elements, where it runs 1.3 to 3.7 times as fast as BLIS
-// (bench/small_gemm_bench.cpp), and to the BLAS library beyond.
+// (bench/small_gemm_bench.cpp), and to the BLAS library beyond. Both take B as
+// stored rows, so K_g and V_g enter Q K^T and dO V^T as contiguous copies of their
+// transposes (transpose_into, T d_k elements per kv head): BLIS also runs those
+// products at half speed with a transposed B (128 x 128 x 32: 25 against 54 GFLOP/s).
 constexpr std::size_t kSmallGemmMaxPanel = 128 * 128;
 
 template <typename T>
@@ -168,6 +132,12 @@ void head_gemm(bool trans_a, std::size_t m, std::size_t n, std::size_t k, T alph
     gemm<T>(trans_a, false, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
+
+// Causal attention's rows [r0, r1) see keys [0, r1) only, so we run every product
+// block of rows by block of rows and skip the hidden upper-right part of the scores:
+// with blocks of 32 rows, 62.5% of the (128, 128) products remain at T = 128 and 75%
+// at T = 64. Without the causal mask there is one block of all rows and all keys.
+constexpr std::size_t kCausalBlockRows = 32;
 
 struct RowBlock {
   std::size_t r0, r1;  // rows [r0, r1)
@@ -215,13 +185,13 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
             for (const RowBlock& r : blocks) {
               // Scores = scale * Q_h K_g^T over the visible keys.
               head_gemm<T>(false, r.r1 - r.r0, r.keys, d.dk, scale, qh + r.r0 * ldq, ldq, kt.data(), d.T, T(0),
-                      ph + r.r0 * d.T, d.T);
+                           ph + r.r0 * d.T, d.T);
               for (std::size_t i = r.r0; i < r.r1; ++i) {
                 masked_softmax_row(ph + i * d.T, i, d.T, causal, padding ? padding + b * d.T : nullptr);
               }
               // Out_h = P V_g, into head h's columns of the packed output.
               head_gemm<T>(false, r.r1 - r.r0, d.dv, r.keys, T(1), ph + r.r0 * d.T, d.T, vg, ldv, T(0),
-                      oh + r.r0 * ldo, ldo);
+                           oh + r.r0 * ldo, ldo);
             }
           }
         }
@@ -261,7 +231,10 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
                 head_gemm<T>(true, r.keys, d.dv, m, T(1), pb, d.T, go + r.r0 * ldo, ldo, T(1), gvg, ldv);
                 // dP = dOut_h V_g^T, then the softmax backward in place: dS = P (dP - rowsum(P dP)).
                 head_gemm<T>(false, m, r.keys, d.dv, T(1), go + r.r0 * ldo, ldo, vt.data(), d.T, T(0), db, d.T);
-                for (std::size_t i = 0; i < m; ++i) softmax_backward_row_any(pb + i * d.T, db + i * d.T, r.keys);
+                for (std::size_t i = 0; i < m; ++i) {
+                  fast::clone_if_float<T>(softmax_backward_row_f32, [](auto... a) { softmax_backward_row(a...); },
+                                          pb + i * d.T, db + i * d.T, r.keys);
+                }
                 // dQ_h = scale dS K_g; dK_g += scale dS^T Q_h
                 head_gemm<T>(false, m, d.dk, r.keys, scale, db, d.T, kg, ldk, T(0), gqh + r.r0 * ldq, ldq);
                 head_gemm<T>(true, r.keys, d.dk, m, scale, db, d.T, qh + r.r0 * ldq, ldq, T(1), gkg, ldk);

@@ -66,34 +66,12 @@ template <typename T>
   }
 }
 
-// Elementwise loops go to parallel_for in chunks of at least this many elements:
-// below it, waking a thread costs more than the loop.
-constexpr std::size_t kElementsPerChunk = 16384;
-
 
 HEADROOM_CLONES void gelu_forward_f32(const float* x, float* cdf, float* y, std::size_t n) {
   gelu_forward(x, cdf, y, n);
 }
 HEADROOM_CLONES void gelu_backward_f32(const float* g, const float* x, const float* cdf, float* gx, std::size_t n) {
   gelu_backward(g, x, cdf, gx, n);
-}
-
-template <typename T>
-void gelu_forward_any(const T* x, T* cdf, T* y, std::size_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    gelu_forward_f32(x, cdf, y, n);
-  } else {
-    gelu_forward(x, cdf, y, n);
-  }
-}
-
-template <typename T>
-void gelu_backward_any(const T* g, const T* x, const T* cdf, T* gx, std::size_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    gelu_backward_f32(g, x, cdf, gx, n);
-  } else {
-    gelu_backward(g, x, cdf, gx, n);
-  }
 }
 
 }  // namespace
@@ -109,7 +87,7 @@ Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
     const T* pa = a.value().data();
     const T* pb = b.value().data();
     T* py = y.data();
-    parallel_for(y.size(), kElementsPerChunk, [&](std::size_t begin, std::size_t end) {
+    parallel_for(y.size(), kMinChunkElements, [&](std::size_t begin, std::size_t end) {
       for (std::size_t i = begin; i < end; ++i) py[i] = pa[i] + pb[i];
     });
   } else {
@@ -227,16 +205,18 @@ Tensor<T> gelu(const Tensor<T>& x) {
   const xt::xarray<T>& xv = x.value();
   xt::xarray<T> cdf = xt::empty<T>(xv.shape());
   xt::xarray<T> y = xt::empty<T>(xv.shape());
-  parallel_for(xv.size(), kElementsPerChunk, [&](std::size_t b, std::size_t e) {
-    gelu_forward_any(xv.data() + b, cdf.data() + b, y.data() + b, e - b);
+  parallel_for(xv.size(), kMinChunkElements, [&](std::size_t b, std::size_t e) {
+    fast::clone_if_float<T>(gelu_forward_f32, [](auto... a) { gelu_forward(a...); }, xv.data() + b, cdf.data() + b,
+                            y.data() + b, e - b);
   });
   return make_result<T>("gelu", std::move(y), {x.node()},
                         [xn = x.node(), cdf = std::move(cdf)](const xt::xarray<T>& g, const xt::xarray<T>&) {
                           if (!xn->requires_grad) return;
                           xt::xarray<T> gx = xt::empty<T>(g.shape());
-                          parallel_for(g.size(), kElementsPerChunk, [&](std::size_t b, std::size_t e) {
-                            gelu_backward_any(g.data() + b, xn->value.data() + b, cdf.data() + b, gx.data() + b,
-                                              e - b);
+                          parallel_for(g.size(), kMinChunkElements, [&](std::size_t b, std::size_t e) {
+                            fast::clone_if_float<T>(gelu_backward_f32, [](auto... a) { gelu_backward(a...); },
+                                                    g.data() + b, xn->value.data() + b, cdf.data() + b,
+                                                    gx.data() + b, e - b);
                           });
                           accumulate_grad(*xn, std::move(gx), "gelu");
                         });

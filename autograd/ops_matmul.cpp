@@ -136,24 +136,6 @@ HEADROOM_CLONES void sum_rows_f32(const float* g, std::size_t rows, std::size_t 
   sum_rows(g, rows, ld, n, sum);
 }
 
-template <typename T>
-void add_bias_rows_any(T* y, const T* b, std::size_t rows, std::size_t out) {
-  if constexpr (std::is_same_v<T, float>) {
-    add_bias_rows_f32(y, b, rows, out);
-  } else {
-    add_bias_rows(y, b, rows, out);
-  }
-}
-
-template <typename T>
-void sum_rows_any(const T* g, std::size_t rows, std::size_t ld, std::size_t n, T* sum) {
-  if constexpr (std::is_same_v<T, float>) {
-    sum_rows_f32(g, rows, ld, n, sum);
-  } else {
-    sum_rows(g, rows, ld, n, sum);
-  }
-}
-
 }  // namespace
 
 // linear() copies W^T for its forward GEMM when the input width is below this
@@ -185,10 +167,7 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
     // 63), and equally fast from in = 256. The copy is in * out elements against
     // the GEMM's rows * in * out multiply-adds.
     std::vector<T> wt(in * out);  // (in, out)
-    const T* pw = weight.value().data();
-    for (std::size_t o = 0; o < out; ++o) {
-      for (std::size_t i = 0; i < in; ++i) wt[i * out + o] = pw[o * in + i];
-    }
+    transpose_into(wt.data(), weight.value().data(), out, in, in);
     gemm<T>(false, false, rows, out, in, T(1), x.value().data(), in, wt.data(), out, T(0), y.data(), out);
   } else {
     gemm<T>(false, true, rows, out, in, T(1), x.value().data(), in, weight.value().data(), in, T(0), y.data(),
@@ -196,10 +175,10 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   }
   if (bias.defined()) {
     const T* pb = bias.value().data();
-    parallel_for(rows, std::max<std::size_t>(1, 16384 / std::max<std::size_t>(out, 1)),
-                 [&](std::size_t r_begin, std::size_t r_end) {
-                   add_bias_rows_any(y.data() + r_begin * out, pb, r_end - r_begin, out);
-                 });
+    parallel_for(rows, min_chunk_rows(out), [&](std::size_t r_begin, std::size_t r_end) {
+      fast::clone_if_float<T>(add_bias_rows_f32, [](auto... a) { add_bias_rows(a...); }, y.data() + r_begin * out,
+                              pb, r_end - r_begin, out);
+    });
   }
   std::vector<std::shared_ptr<Node<T>>> inputs{x.node(), weight.node()};
   if (bias.defined()) inputs.push_back(bias.node());
@@ -221,9 +200,10 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
         if (bn && bn->requires_grad) {  // db = sum over rows of g
           xt::xarray<T> gb = xt::zeros<T>({out});
           // Parallel over outputs; each output's sum runs over the rows in order.
-          parallel_for(out, std::max<std::size_t>(16, 16384 / std::max<std::size_t>(rows, 1)),
+          parallel_for(out, std::max<std::size_t>(16, min_chunk_rows(rows)),
                        [&](std::size_t o_begin, std::size_t o_end) {
-                         sum_rows_any(pg + o_begin, rows, out, o_end - o_begin, gb.data() + o_begin);
+                         fast::clone_if_float<T>(sum_rows_f32, [](auto... a) { sum_rows(a...); }, pg + o_begin,
+                                                 rows, out, o_end - o_begin, gb.data() + o_begin);
                        });
           accumulate_grad(*bn, std::move(gb), "linear");
         }

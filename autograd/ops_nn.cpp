@@ -293,26 +293,6 @@ HEADROOM_CLONES void layer_norm_backward_rows_f32(const float* g, const float* x
   layer_norm_backward_rows(g, x, w, mean, rstd, C, rows, gx, gw, gb);
 }
 
-template <typename T>
-void layer_norm_rows_any(const T* x, const T* w, const T* b, T eps, std::size_t C, std::size_t rows, T* mean,
-                         T* rstd, T* y) {
-  if constexpr (std::is_same_v<T, float>) {
-    layer_norm_rows_f32(x, w, b, eps, C, rows, mean, rstd, y);
-  } else {
-    layer_norm_rows(x, w, b, eps, C, rows, mean, rstd, y);
-  }
-}
-
-template <typename T>
-void layer_norm_backward_rows_any(const T* g, const T* x, const T* w, const T* mean, const T* rstd, std::size_t C,
-                                  std::size_t rows, T* gx, T* gw, T* gb) {
-  if constexpr (std::is_same_v<T, float>) {
-    layer_norm_backward_rows_f32(g, x, w, mean, rstd, C, rows, gx, gw, gb);
-  } else {
-    layer_norm_backward_rows(g, x, w, mean, rstd, C, rows, gx, gw, gb);
-  }
-}
-
 }  // namespace
 
 template <typename T>
@@ -333,11 +313,11 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
   const T* pw = weight.value().data();
   const T* pb = bias.value().data();
   T* py = y.data();
-  // Rows are independent: parallel over rows, in chunks of at least 16384 elements.
-  const std::size_t min_rows = std::max<std::size_t>(1, 16384 / std::max<std::size_t>(C, 1));
-  parallel_for(rows, min_rows, [&](std::size_t r_begin, std::size_t r_end) {
-    layer_norm_rows_any(px + r_begin * C, pw, pb, eps, C, r_end - r_begin, mean.data() + r_begin,
-                        rstd.data() + r_begin, py + r_begin * C);
+  // Rows are independent: parallel over rows.
+  parallel_for(rows, min_chunk_rows(C), [&](std::size_t r_begin, std::size_t r_end) {
+    fast::clone_if_float<T>(layer_norm_rows_f32, [](auto... a) { layer_norm_rows(a...); }, px + r_begin * C, pw,
+                            pb, eps, C, r_end - r_begin, mean.data() + r_begin, rstd.data() + r_begin,
+                            py + r_begin * C);
   });
   return make_result<T>(
       "layer_norm", std::move(y), {x.node(), weight.node(), bias.node()},
@@ -363,14 +343,13 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
         };
         std::vector<Partial> partials;
         std::mutex partials_mutex;
-        const std::size_t min_rows = std::max<std::size_t>(1, 16384 / std::max<std::size_t>(C, 1));
-        parallel_for(rows, min_rows, [&](std::size_t r_begin, std::size_t r_end) {
+        parallel_for(rows, min_chunk_rows(C), [&](std::size_t r_begin, std::size_t r_end) {
           Partial part{r_begin, std::vector<T>(wn->requires_grad ? C : 0), std::vector<T>(bn->requires_grad ? C : 0)};
-          layer_norm_backward_rows_any(pg + r_begin * C, px + r_begin * C, pw, mean.data() + r_begin,
-                                       rstd.data() + r_begin, C, r_end - r_begin,
-                                       xn->requires_grad ? gx.data() + r_begin * C : nullptr,
-                                       wn->requires_grad ? part.gw.data() : nullptr,
-                                       bn->requires_grad ? part.gb.data() : nullptr);
+          fast::clone_if_float<T>(
+              layer_norm_backward_rows_f32, [](auto... a) { layer_norm_backward_rows(a...); }, pg + r_begin * C,
+              px + r_begin * C, pw, mean.data() + r_begin, rstd.data() + r_begin, C, r_end - r_begin,
+              xn->requires_grad ? gx.data() + r_begin * C : nullptr, wn->requires_grad ? part.gw.data() : nullptr,
+              bn->requires_grad ? part.gb.data() : nullptr);
           std::lock_guard lock(partials_mutex);
           partials.push_back(std::move(part));
         });

@@ -35,7 +35,9 @@ class Pool {
     workers_.clear();
     stop_ = false;
     // A new worker waits for the next loop, not the generation that stopped the old ones.
-    for (std::size_t i = 0; i < workers; ++i) workers_.emplace_back([this, i, seen = generation_] { work(i + 1, seen); });
+    for (std::size_t i = 0; i < workers; ++i) {
+      workers_.emplace_back([this, i, seen = generation_] { work(i + 1, seen); });
+    }
   }
 
   std::size_t workers() const { return workers_.size(); }
@@ -109,7 +111,9 @@ thread_local int t_threads = 1;
 }  // namespace
 
 void set_threads(int threads) {
-  if (threads < 1) throw std::invalid_argument("set_threads: threads must be at least 1, got " + std::to_string(threads));
+  if (threads < 1) {
+    throw std::invalid_argument("set_threads: threads must be at least 1, got " + std::to_string(threads));
+  }
   if (t_in_region) throw std::logic_error("set_threads: called from inside a parallel_for");
   set_blas_threads(threads);
   if (threads == 1) {

@@ -11,6 +11,7 @@
 // loops that call gemm() stay on the caller's thread: see gemm_threads_per_call()).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 
@@ -30,6 +31,15 @@ int threads();  // the calling thread's
 // stay serial when the GEMM library cannot run one call on one thread.
 void parallel_for(std::size_t n, std::size_t min_chunk, const std::function<void(std::size_t, std::size_t)>& body,
                   bool calls_gemm = false);
+
+// headroom's loops hand parallel_for chunks of at least this many elements: below
+// it, waking a thread costs more than the work.
+inline constexpr std::size_t kMinChunkElements = 16384;
+
+// The fewest rows of `width` elements that make such a chunk (at least one row).
+inline std::size_t min_chunk_rows(std::size_t width) {
+  return std::max<std::size_t>(1, kMinChunkElements / std::max<std::size_t>(width, 1));
+}
 
 // Whether this thread is running a chunk of a parallel_for with more than one chunk
 // (gemm() then runs single-threaded).

@@ -313,13 +313,12 @@ template <typename T>
 void accumulate_grad(Node<T>& node, const xt::xarray<T>& grad, const char* op) {
   if (!node.requires_grad) return;
   const bool same = Shape(grad.shape()) == Shape(node.value.shape());
-  constexpr std::size_t kChunk = 16384;  // elements per parallel_for chunk, at least
   if (!node.has_grad) {
     if (same) {  // a copy, in parallel for the large activations of a residual stream
       node.grad = xt::empty<T>(grad.shape());
       const T* src = grad.data();
       T* dst = node.grad.data();
-      parallel_for(grad.size(), kChunk, [&](std::size_t begin, std::size_t end) {
+      parallel_for(grad.size(), kMinChunkElements, [&](std::size_t begin, std::size_t end) {
         std::copy(src + begin, src + end, dst + begin);
       });
     } else {
@@ -331,7 +330,7 @@ void accumulate_grad(Node<T>& node, const xt::xarray<T>& grad, const char* op) {
   T* dst = node.grad.data();
   if (same) {
     const T* src = grad.data();
-    parallel_for(node.grad.size(), kChunk, [&](std::size_t begin, std::size_t end) {
+    parallel_for(node.grad.size(), kMinChunkElements, [&](std::size_t begin, std::size_t end) {
       for (std::size_t i = begin; i < end; ++i) dst[i] += src[i];
     });
   } else {

@@ -74,15 +74,6 @@ HEADROOM_CLONES void adam_update_f32(const AdamTerms<float>& a, float* p, const 
   adam_update(a, p, g, m, v, n);
 }
 
-template <typename T>
-void adam_update_any(const AdamTerms<T>& a, T* p, const T* g, T* m, T* v, std::size_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    adam_update_f32(a, p, g, m, v, n);
-  } else {
-    adam_update(a, p, g, m, v, n);
-  }
-}
-
 }  // namespace
 
 template <typename T>
@@ -115,8 +106,9 @@ void AdamFamily<T>::step() {
     T* m = s.exp_avg.data();
     T* v = s.exp_avg_sq.data();
     // Elementwise: parallel over the parameter's elements (parallel.hpp).
-    parallel_for(s.exp_avg.size(), 16384, [&](std::size_t begin, std::size_t end) {
-      adam_update_any(terms, p + begin, g + begin, m + begin, v + begin, end - begin);
+    parallel_for(s.exp_avg.size(), kMinChunkElements, [&](std::size_t begin, std::size_t end) {
+      fast::clone_if_float<T>(adam_update_f32, [](auto... a) { adam_update(a...); }, terms, p + begin, g + begin,
+                              m + begin, v + begin, end - begin);
     });
   }
   ++this->step_count_;
