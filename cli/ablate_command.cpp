@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "cli/ablate.hpp"
-#include "cli/ablate_report.hpp"
+#include "ablate/sweep.hpp"
+#include "ablate/report.hpp"
 #include "cli/commands.hpp"
 #include "cli/interrupt.hpp"
 #include "cli/train_flags.hpp"

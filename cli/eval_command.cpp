@@ -13,8 +13,8 @@
 
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
-#include "cli/model_dir.hpp"
-#include "cli/trainer.hpp"
+#include "train/run_dir.hpp"
+#include "train/trainer.hpp"
 #include "cli/validators.hpp"
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"

@@ -12,9 +12,9 @@
 
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
-#include "cli/head_analysis.hpp"
-#include "cli/model_dir.hpp"
-#include "cli/svg.hpp"
+#include "interp/head_analysis.hpp"
+#include "train/run_dir.hpp"
+#include "plot/svg.hpp"
 #include "cli/validators.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/safetensors.hpp"

@@ -10,7 +10,7 @@
 
 #include "autograd/memory.hpp"
 #include "cli/commands.hpp"
-#include "cli/trainer.hpp"
+#include "train/trainer.hpp"
 
 namespace {
 
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   } catch (const std::invalid_argument& e) {
     std::cerr << "headroom: error: " << e.what() << "\n";
     return kUsageError;
-  } catch (const headroom::cli::TrainingDiverged& e) {
+  } catch (const headroom::TrainingDiverged& e) {
     std::cerr << "headroom: error: " << e.what() << "\n";
     return kTrainingFailed;
   } catch (const std::exception& e) {

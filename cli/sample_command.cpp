@@ -11,9 +11,9 @@
 
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
-#include "cli/generate.hpp"
-#include "cli/model_dir.hpp"
-#include "cli/task_tokens.hpp"
+#include "nn/generate.hpp"
+#include "train/run_dir.hpp"
+#include "data/task_tokens.hpp"
 #include "cli/validators.hpp"
 #include "data/task.hpp"
 #include "nn/checkpoint.hpp"

@@ -10,7 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/interrupt.hpp"
 #include "cli/train_flags.hpp"
-#include "cli/trainer.hpp"
+#include "train/trainer.hpp"
 #include "cli/validators.hpp"
 #include "data/task.hpp"
 

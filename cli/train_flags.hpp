@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/train_config.hpp"
+#include "train/config.hpp"
 
 namespace headroom::cli {
 

@@ -13,12 +13,12 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "cli/ablate.hpp"
-#include "cli/ablate_report.hpp"
+#include "ablate/sweep.hpp"
+#include "ablate/report.hpp"
 #include "cli_runner.hpp"
 
+namespace hr = headroom;
 namespace fs = std::filesystem;
-namespace hc = headroom::cli;
 
 namespace {
 
@@ -71,8 +71,8 @@ const std::string kTiny =
     "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 30 --warmup 5 --eval-every 10 "
     "--save-every 10 --heads 2,4 --dk auto --seeds 2 --jobs 2";
 
-hc::TrainConfig tiny_base() {
-  hc::TrainConfig c;
+hr::TrainConfig tiny_base() {
+  hr::TrainConfig c;
   c.data = {.task = "copy", .text = "", .seq_len = 6, .vocab = 8};
   c.model.d_model = 16;
   c.optim.steps = 30;
@@ -85,20 +85,20 @@ hc::TrainConfig tiny_base() {
 // ---- the grid and the flags, as functions ----------------------------------------
 
 TEST_CASE("ablate grid: the cartesian product of the axes and seeds, in order, with readable ids") {
-  hc::SweepSpec spec{.base = tiny_base(),
-                     .axes = {hc::parse_count_axis("--heads", "n_heads", "1,2", false),
-                              hc::parse_count_axis("--dk", "d_k", "auto", true), hc::parse_sweep_flag("lr=0.001,0.003")},
+  hr::SweepSpec spec{.base = tiny_base(),
+                     .axes = {hr::parse_count_axis("--heads", "n_heads", "1,2", false),
+                              hr::parse_count_axis("--dk", "d_k", "auto", true), hr::parse_sweep_flag("lr=0.001,0.003")},
                      .seeds = {0, 7}};
-  const hc::SweepPlan plan = hc::plan_sweep(spec);
+  const hr::SweepPlan plan = hr::plan_sweep(spec);
   CHECK(plan.skipped.empty());
   CHECK(plan.columns == std::vector<std::string>{"n_heads", "d_k", "n_kv_heads", "lr"});
   CHECK(plan.plot_axes == std::vector<std::string>{"n_heads", "lr"});  // --dk auto is one label
   std::vector<std::string> ids;
-  for (const hc::PlannedRun& r : plan.runs) ids.push_back(r.id);
+  for (const hr::PlannedRun& r : plan.runs) ids.push_back(r.id);
   CHECK(ids == std::vector<std::string>{"h1-dk16-lr0.001-s0", "h1-dk16-lr0.001-s7", "h1-dk16-lr0.003-s0",
                                         "h1-dk16-lr0.003-s7", "h2-dk8-lr0.001-s0", "h2-dk8-lr0.001-s7",
                                         "h2-dk8-lr0.003-s0", "h2-dk8-lr0.003-s7"});
-  const hc::PlannedRun& r = plan.runs[6];
+  const hr::PlannedRun& r = plan.runs[6];
   CHECK(r.point == "h2-dk8-lr0.003");
   CHECK(r.config.model.n_heads == 2);
   CHECK(r.config.model.d_k == 8);   // finalized: auto resolved
@@ -108,19 +108,19 @@ TEST_CASE("ablate grid: the cartesian product of the axes and seeds, in order, w
   CHECK(r.values.size() == 4);
   CHECK(r.values[3] == 0.003);
   // sweep.json round-trips.
-  const hc::SweepPlan back = hc::sweep_plan_from_json(hc::to_json(plan), "test");
-  CHECK(hc::to_json(back) == hc::to_json(plan));
+  const hr::SweepPlan back = hr::sweep_plan_from_json(hr::to_json(plan), "test");
+  CHECK(hr::to_json(back) == hr::to_json(plan));
 }
 
 TEST_CASE("ablate grid: invalid and duplicate points are skipped with the reason") {
-  hc::SweepSpec spec{.base = tiny_base(),
-                     .axes = {hc::parse_count_axis("--heads", "n_heads", "2,3", false),
-                              hc::parse_count_axis("--dk", "d_k", "8,auto", true),
-                              hc::parse_count_axis("--kv-heads", "n_kv_heads", "1,2", false)},
+  hr::SweepSpec spec{.base = tiny_base(),
+                     .axes = {hr::parse_count_axis("--heads", "n_heads", "2,3", false),
+                              hr::parse_count_axis("--dk", "d_k", "8,auto", true),
+                              hr::parse_count_axis("--kv-heads", "n_kv_heads", "1,2", false)},
                      .seeds = {0}};
-  const hc::SweepPlan plan = hc::plan_sweep(spec);
+  const hr::SweepPlan plan = hr::plan_sweep(spec);
   std::vector<std::string> ids;
-  for (const hc::PlannedRun& r : plan.runs) ids.push_back(r.id);
+  for (const hr::PlannedRun& r : plan.runs) ids.push_back(r.id);
   // h3 with d_k 8 is valid (d_k given); with kv 2 it is not (3 heads over 2 kv heads).
   CHECK(ids == std::vector<std::string>{"h2-dk8-kv1-s0", "h2-dk8-kv2-s0", "h3-dk8-kv1-s0"});
   REQUIRE(plan.skipped.size() == 5);
@@ -132,80 +132,80 @@ TEST_CASE("ablate grid: invalid and duplicate points are skipped with the reason
   CHECK(plan.skipped[3].reason.find("d_model=16 is not a multiple of n_heads=3") != std::string::npos);
 
   // Two spellings of one value are one point.
-  spec.axes = {hc::parse_sweep_flag("lr=0.001,1e-3")};
-  const hc::SweepPlan same = hc::plan_sweep(spec);
+  spec.axes = {hr::parse_sweep_flag("lr=0.001,1e-3")};
+  const hr::SweepPlan same = hr::plan_sweep(spec);
   CHECK(same.runs.size() == 1);
   REQUIRE(same.skipped.size() == 1);
   CHECK(same.skipped[0].reason == "the same runs as lr=0.001 (h4-dk4-lr0.001)");
 
-  spec.axes = {hc::parse_count_axis("--heads", "n_heads", "3,5", false)};
-  CHECK_THROWS_WITH_AS(hc::plan_sweep(spec), doctest::Contains("none of the 2 points of the grid is valid"),
+  spec.axes = {hr::parse_count_axis("--heads", "n_heads", "3,5", false)};
+  CHECK_THROWS_WITH_AS(hr::plan_sweep(spec), doctest::Contains("none of the 2 points of the grid is valid"),
                        std::invalid_argument);
 }
 
 TEST_CASE("ablate flags: lists, --sweep keys and values, seeds and shards are checked") {
-  CHECK_THROWS_WITH_AS(hc::parse_count_axis("--heads", "n_heads", "0,x", false),
+  CHECK_THROWS_WITH_AS(hr::parse_count_axis("--heads", "n_heads", "0,x", false),
                        doctest::Contains("comma-separated list of whole numbers >= 1, got '0,x'"), std::invalid_argument);
-  CHECK_THROWS_WITH(hc::parse_count_axis("--heads", "n_heads", "2,2", false), doctest::Contains("listed twice"));
-  CHECK_THROWS(hc::parse_count_axis("--heads", "n_heads", "auto", false));
-  CHECK(hc::parse_count_axis("--dk", "d_k", "8,auto", true).values == std::vector<nlohmann::json>{8, 0});
+  CHECK_THROWS_WITH(hr::parse_count_axis("--heads", "n_heads", "2,2", false), doctest::Contains("listed twice"));
+  CHECK_THROWS(hr::parse_count_axis("--heads", "n_heads", "auto", false));
+  CHECK(hr::parse_count_axis("--dk", "d_k", "8,auto", true).values == std::vector<nlohmann::json>{8, 0});
 
-  const hc::SweepAxis norm = hc::parse_sweep_flag("norm=pre,post");
+  const hr::SweepAxis norm = hr::parse_sweep_flag("norm=pre,post");
   CHECK(norm.section == "model");
   CHECK(norm.values == std::vector<nlohmann::json>{"pre", "post"});
-  const hc::SweepAxis lr = hc::parse_sweep_flag("train.lr=1e-3,0.01");
+  const hr::SweepAxis lr = hr::parse_sweep_flag("train.lr=1e-3,0.01");
   CHECK(lr.section == "train");
   CHECK(lr.labels == std::vector<std::string>{"1e-3", "0.01"});
-  CHECK(hc::parse_sweep_flag("vocab=8,12").section == "data");
-  CHECK_THROWS_WITH(hc::parse_sweep_flag("nokey"), doctest::Contains("expected KEY=V1,V2,..."));
-  CHECK_THROWS_WITH(hc::parse_sweep_flag("unknown_key=1"), doctest::Contains("unknown key 'unknown_key'"));
-  CHECK_THROWS_WITH(hc::parse_sweep_flag("lr=abc"), doctest::Contains("'train.lr' must be a number"));
-  CHECK_THROWS_WITH(hc::parse_sweep_flag("norm=middle"), doctest::Contains("norm must be 'pre' or 'post'"));
-  CHECK_THROWS_WITH(hc::parse_sweep_flag("lr=0.1,"), doctest::Contains("empty value"));
-  CHECK_THROWS_WITH(hc::parse_sweep_flag("n_heads=1,2"), doctest::Contains("with --heads"));
-  CHECK_THROWS_WITH(hc::parse_sweep_flag("seed=1,2"), doctest::Contains("with --seeds"));
+  CHECK(hr::parse_sweep_flag("vocab=8,12").section == "data");
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("nokey"), doctest::Contains("expected KEY=V1,V2,..."));
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("unknown_key=1"), doctest::Contains("unknown key 'unknown_key'"));
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("lr=abc"), doctest::Contains("'train.lr' must be a number"));
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("norm=middle"), doctest::Contains("norm must be 'pre' or 'post'"));
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("lr=0.1,"), doctest::Contains("empty value"));
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("n_heads=1,2"), doctest::Contains("with --heads"));
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("seed=1,2"), doctest::Contains("with --seeds"));
 
-  CHECK(hc::parse_seeds("3") == std::vector<std::uint64_t>{0, 1, 2});
-  CHECK(hc::parse_seeds("0,5,9") == std::vector<std::uint64_t>{0, 5, 9});
-  CHECK(hc::parse_seeds("7,") == std::vector<std::uint64_t>{7});
-  CHECK_THROWS(hc::parse_seeds("0"));
-  CHECK_THROWS(hc::parse_seeds("1,1"));
-  CHECK_THROWS(hc::parse_seeds("x"));
+  CHECK(hr::parse_seeds("3") == std::vector<std::uint64_t>{0, 1, 2});
+  CHECK(hr::parse_seeds("0,5,9") == std::vector<std::uint64_t>{0, 5, 9});
+  CHECK(hr::parse_seeds("7,") == std::vector<std::uint64_t>{7});
+  CHECK_THROWS(hr::parse_seeds("0"));
+  CHECK_THROWS(hr::parse_seeds("1,1"));
+  CHECK_THROWS(hr::parse_seeds("x"));
 
-  const hc::Shard s = hc::parse_shard("2/3");
+  const hr::Shard s = hr::parse_shard("2/3");
   CHECK((s.index == 2 && s.count == 3));
   CHECK((!s.has(0) && s.has(1) && !s.has(2) && s.has(4)));
-  CHECK_THROWS_WITH(hc::parse_shard("3/2"), doctest::Contains("K must be from 1 to N"));
-  CHECK_THROWS(hc::parse_shard("0/2"));
-  CHECK_THROWS(hc::parse_shard("1-2"));
+  CHECK_THROWS_WITH(hr::parse_shard("3/2"), doctest::Contains("K must be from 1 to N"));
+  CHECK_THROWS(hr::parse_shard("0/2"));
+  CHECK_THROWS(hr::parse_shard("1-2"));
 }
 
 // ---- the noise rule ----------------------------------------------------------------
 
 TEST_CASE("noise rule: a point differs from the best when the means are over two standard errors apart") {
-  const hc::SeedStats s = hc::seed_stats({1.0, 2.0, 3.0});
+  const hr::SeedStats s = hr::seed_stats({1.0, 2.0, 3.0});
   CHECK(s.n == 3);
   CHECK(s.mean == doctest::Approx(2.0));
   CHECK(s.sd == doctest::Approx(1.0));  // sample sd: n - 1 in the denominator
-  CHECK(std::isnan(hc::seed_stats({4.0}).sd));
+  CHECK(std::isnan(hr::seed_stats({4.0}).sd));
 
   // se = sqrt(0.01/3 + 0.01/3) = 0.0816, so the threshold is 0.163.
-  const hc::SeedStats best{.n = 3, .mean = 1.0, .sd = 0.1};
-  CHECK(hc::differs_beyond_noise(hc::SeedStats{.n = 3, .mean = 1.17, .sd = 0.1}, best));
-  CHECK_FALSE(hc::differs_beyond_noise(hc::SeedStats{.n = 3, .mean = 1.16, .sd = 0.1}, best));
-  CHECK(hc::differs_beyond_noise(hc::SeedStats{.n = 3, .mean = 0.83, .sd = 0.1}, best));  // either side
+  const hr::SeedStats best{.n = 3, .mean = 1.0, .sd = 0.1};
+  CHECK(hr::differs_beyond_noise(hr::SeedStats{.n = 3, .mean = 1.17, .sd = 0.1}, best));
+  CHECK_FALSE(hr::differs_beyond_noise(hr::SeedStats{.n = 3, .mean = 1.16, .sd = 0.1}, best));
+  CHECK(hr::differs_beyond_noise(hr::SeedStats{.n = 3, .mean = 0.83, .sd = 0.1}, best));  // either side
   // Unequal sizes and spreads (Welch): sqrt(0.04/2 + 0.01/4) = 0.15, threshold 0.3.
-  CHECK(hc::differs_beyond_noise(hc::SeedStats{.n = 2, .mean = 1.31, .sd = 0.2}, hc::SeedStats{.n = 4, .mean = 1.0, .sd = 0.1}));
-  CHECK_FALSE(hc::differs_beyond_noise(hc::SeedStats{.n = 2, .mean = 1.29, .sd = 0.2}, hc::SeedStats{.n = 4, .mean = 1.0, .sd = 0.1}));
+  CHECK(hr::differs_beyond_noise(hr::SeedStats{.n = 2, .mean = 1.31, .sd = 0.2}, hr::SeedStats{.n = 4, .mean = 1.0, .sd = 0.1}));
+  CHECK_FALSE(hr::differs_beyond_noise(hr::SeedStats{.n = 2, .mean = 1.29, .sd = 0.2}, hr::SeedStats{.n = 4, .mean = 1.0, .sd = 0.1}));
   // No noise estimate with one seed: never marked.
-  CHECK_FALSE(hc::differs_beyond_noise(hc::SeedStats{.n = 1, .mean = 9.0, .sd = NAN}, best));
+  CHECK_FALSE(hr::differs_beyond_noise(hr::SeedStats{.n = 1, .mean = 9.0, .sd = NAN}, best));
   // Zero spread on both sides: any difference is beyond noise, none is not.
-  CHECK(hc::differs_beyond_noise(hc::SeedStats{.n = 2, .mean = 0.99, .sd = 0}, hc::SeedStats{.n = 2, .mean = 1.0, .sd = 0}));
-  CHECK_FALSE(hc::differs_beyond_noise(hc::SeedStats{.n = 2, .mean = 1.0, .sd = 0}, hc::SeedStats{.n = 2, .mean = 1.0, .sd = 0}));
+  CHECK(hr::differs_beyond_noise(hr::SeedStats{.n = 2, .mean = 0.99, .sd = 0}, hr::SeedStats{.n = 2, .mean = 1.0, .sd = 0}));
+  CHECK_FALSE(hr::differs_beyond_noise(hr::SeedStats{.n = 2, .mean = 1.0, .sd = 0}, hr::SeedStats{.n = 2, .mean = 1.0, .sd = 0}));
 }
 
 TEST_CASE("summary: one row per point, the best marked, points beyond noise of the best starred") {
-  hc::SweepPlan plan;
+  hr::SweepPlan plan;
   plan.columns = {"n_heads", "d_k", "n_kv_heads"};
   plan.seeds = {0, 1, 2};
   const std::vector<std::vector<double>> losses = {{0.50, 0.52, 0.48}, {0.10, 0.12, 0.08}, {0.14, 0.11, 0.09}};
@@ -215,16 +215,16 @@ TEST_CASE("summary: one row per point, the best marked, points beyond noise of t
                            .values = {1, 16, 1}, .config = {}});
     }
   }
-  std::vector<hc::RunResult> results;
+  std::vector<hr::RunResult> results;
   for (std::size_t i = 0; i < plan.runs.size(); ++i) {
-    hc::RunResult r;
+    hr::RunResult r;
     r.run = &plan.runs[i];
     r.final_val_loss = losses[i / 3][i % 3];
     r.final_val_accuracy = 1.0 - r.final_val_loss;
     if (i / 3 != 0) r.steps_to_target = 100 * (i % 3 + 1);
     results.push_back(r);
   }
-  const std::vector<hc::PointSummary> points = hc::summarize(plan, results);
+  const std::vector<hr::PointSummary> points = hr::summarize(plan, results);
   REQUIRE(points.size() == 3);
   CHECK(points[1].best_loss);
   CHECK(points[1].best_accuracy);

@@ -14,9 +14,9 @@
 #include <fmt/format.h>
 
 #include "autograd/parallel.hpp"
-#include "cli/heatmap.hpp"
-#include "cli/model_dir.hpp"
-#include "cli/task_tokens.hpp"
+#include "plot/heatmap.hpp"
+#include "train/run_dir.hpp"
+#include "data/task_tokens.hpp"
 #include "cli_runner.hpp"
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"
@@ -24,8 +24,7 @@
 #include "nn/safetensors.hpp"
 
 namespace fs = std::filesystem;
-namespace hc = headroom::cli;
-namespace hm = headroom::cli::heatmap;
+namespace hm = headroom::heatmap;
 namespace hr = headroom;
 
 namespace {
@@ -294,7 +293,7 @@ TEST_CASE("headroom attention --example: the SVG, and weights that are the model
   for (int prompts = 0; prompts < 4 && std::getline(lines, line);) {
     if (line.rfind("prompt    ", 0) == 0 && ++prompts == 4) prompt = line.substr(10);
   }
-  const std::vector<hr::Index> prompt_ids = hc::parse_task_tokens(prompt, 12, "prompt");
+  const std::vector<hr::Index> prompt_ids = hr::parse_task_tokens(prompt, 12, "prompt");
   REQUIRE(prompt_ids.size() == 5);
   CHECK(std::equal(prompt_ids.begin(), prompt_ids.end(), tokens.begin()));
 
@@ -368,8 +367,8 @@ TEST_CASE("headroom attention on a text model: characters on the axes, --example
   const hr::ModelConfig config =
       hr::ModelConfig{.vocab = chars.vocab_size(), .d_model = 16, .n_layers = 1, .n_heads = 2, .max_len = 8}.resolved();
   hr::TransformerLM<float> model(config, rng);
-  const hc::DataConfig data{.task = "", .text = (dir / "t.txt").string(), .seq_len = 8, .vocab = 0};
-  hr::save_checkpoint(dir / "model.safetensors", model, config, {{hc::kDataMetadataKey, hc::data_metadata(data, chars)}});
+  const hr::DataConfig data{.task = "", .text = (dir / "t.txt").string(), .seq_len = 8, .vocab = 0};
+  hr::save_checkpoint(dir / "model.safetensors", model, config, {{hr::kDataMetadataKey, hr::data_metadata(data, chars)}});
 
   const CliResult r = run_headroom("attention --model " + dir.string() + " --input 'a cat\n'");
   INFO(r.output);

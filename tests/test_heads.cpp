@@ -13,12 +13,11 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "cli/head_analysis.hpp"
+#include "interp/head_analysis.hpp"
 #include "cli_runner.hpp"
 #include "data/task.hpp"
 
 namespace fs = std::filesystem;
-namespace hc = headroom::cli;
 namespace hr = headroom;
 
 namespace {
@@ -66,7 +65,7 @@ struct Fixture {
       if (name.find("ln") == std::string::npos) p.mutable_value() = hr::normal_init<float>(p.shape(), 0.3, rng);
     }
     const auto task = hr::make_task("induction", {.vocab = 12, .seq_len = 8});
-    batches = hc::validation_batches(*task, 2, 4, 1);
+    batches = hr::validation_batches(*task, 2, 4, 1);
   }
 };
 
@@ -74,11 +73,11 @@ struct Fixture {
 
 TEST_CASE("heads: the masked loss equals the model with that head's out_proj columns zeroed") {
   Fixture f;
-  const hc::HeadReport r = hc::analyze_heads(f.model, f.batches);
+  const hr::HeadReport r = hr::analyze_heads(f.model, f.batches);
   REQUIRE(r.heads.size() == 8);
   CHECK(r.rows == 8);
-  CHECK(r.full.loss == doctest::Approx(hc::evaluate_batches(f.model, f.batches).loss).epsilon(1e-12));
-  for (const hc::HeadStats& s : r.heads) {
+  CHECK(r.full.loss == doctest::Approx(hr::evaluate_batches(f.model, f.batches).loss).epsilon(1e-12));
+  for (const hr::HeadStats& s : r.heads) {
     CAPTURE(s.layer);
     CAPTURE(s.head);
     // Remove the head another way: its d_v columns of out_proj.weight set to zero.
@@ -88,7 +87,7 @@ TEST_CASE("heads: the masked loss equals the model with that head's out_proj col
     for (std::size_t row = 0; row < w.shape()[0]; ++row) {
       for (std::size_t c = s.head * dv; c < (s.head + 1) * dv; ++c) w.mutable_value()(row, c) = 0;
     }
-    const hc::EvalResult zeroed = hc::evaluate_batches(f.model, f.batches);
+    const hr::EvalResult zeroed = hr::evaluate_batches(f.model, f.batches);
     w.mutable_value() = saved;
     CHECK(s.masked.loss == doctest::Approx(zeroed.loss).epsilon(1e-5));
     CHECK(s.masked.accuracy == zeroed.accuracy);
@@ -101,7 +100,7 @@ TEST_CASE("heads: the masked loss equals the model with that head's out_proj col
 
 TEST_CASE("heads: importance is the mean over rows of |d loss(row) / d gate|, checked by finite differences") {
   Fixture f;
-  const hc::HeadReport r = hc::analyze_heads(f.model, f.batches);
+  const hr::HeadReport r = hr::analyze_heads(f.model, f.batches);
   const std::size_t H = 4;
   constexpr float eps = 1e-2f;
   for (std::size_t l = 0; l < 2; ++l) {
@@ -133,7 +132,7 @@ TEST_CASE("heads: importance is the mean over rows of |d loss(row) / d gate|, ch
         }
       }
       numeric /= static_cast<double>(rows);
-      const hc::HeadStats& s = r.heads[l * H + h];
+      const hr::HeadStats& s = r.heads[l * H + h];
       INFO("layer " << l << " head " << h << ": analytic " << s.importance << ", numeric " << numeric);
       CHECK(s.importance == doctest::Approx(numeric).epsilon(2e-2).scale(1e-3));
       CHECK(s.importance_in_layer == doctest::Approx(s.importance / layer_norm).epsilon(1e-9));
@@ -148,7 +147,7 @@ TEST_CASE("heads: uniform attention (q_proj zero) gives the closed-form statisti
     parameter(f.model, fmt::format("blocks.{}.attn.q_proj.weight", l)).mutable_value().fill(0);
     parameter(f.model, fmt::format("blocks.{}.attn.q_proj.bias", l)).mutable_value().fill(0);
   }
-  const hc::HeadReport r = hc::analyze_heads(f.model, f.batches);
+  const hr::HeadReport r = hr::analyze_heads(f.model, f.batches);
   const std::size_t T = 8;  // induction at seq_len 8: s_1..s_4 s_1..s_4, distinct s
   double confidence = 0, entropy = 0, induction = 0;
   for (std::size_t q = 1; q < T; ++q) {
@@ -157,7 +156,7 @@ TEST_CASE("heads: uniform attention (q_proj zero) gives the closed-form statisti
     entropy += std::log(k);
     if (q >= 4) induction += 1 / k;  // the repeat's queries each have an earlier occurrence
   }
-  for (const hc::HeadStats& s : r.heads) {
+  for (const hr::HeadStats& s : r.heads) {
     CAPTURE(s.layer);
     CAPTURE(s.head);
     CHECK(s.confidence == doctest::Approx(confidence / 7).epsilon(1e-5));
@@ -233,13 +232,13 @@ TEST_CASE("headroom heads: a missing model or a bad flag is one line and exit st
 }
 
 TEST_CASE("heads_by: increasing importance normalised per layer, or raw, ties in layer-major order") {
-  hc::HeadReport r;
+  hr::HeadReport r;
   // Layer 0 matters much more than layer 1, but within layer 1 head 0 leads.
   const double importance[2][2] = {{0.30, 0.40}, {0.004, 0.003}};
   for (std::size_t l = 0; l < 2; ++l) {
     const double norm = std::hypot(importance[l][0], importance[l][1]);
     for (std::size_t h = 0; h < 2; ++h) {
-      hc::HeadStats s;
+      hr::HeadStats s;
       s.layer = l;
       s.head = h;
       s.importance = importance[l][h];
@@ -249,6 +248,6 @@ TEST_CASE("heads_by: increasing importance normalised per layer, or raw, ties in
   }
   using Order = std::vector<std::pair<std::size_t, std::size_t>>;
   // Per layer: 0.6 (0,0), 0.8 (0,1), 0.8 (1,0), 0.6 (1,1); ties keep layer-major order.
-  CHECK(hc::heads_by(r, &hc::HeadStats::importance_in_layer) == Order{{0, 0}, {1, 1}, {0, 1}, {1, 0}});
-  CHECK(hc::heads_by(r, &hc::HeadStats::importance) == Order{{1, 1}, {1, 0}, {0, 0}, {0, 1}});
+  CHECK(hr::heads_by(r, &hr::HeadStats::importance_in_layer) == Order{{0, 0}, {1, 1}, {0, 1}, {1, 0}});
+  CHECK(hr::heads_by(r, &hr::HeadStats::importance) == Order{{1, 1}, {1, 0}, {0, 0}, {0, 1}});
 }

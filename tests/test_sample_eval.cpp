@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/parallel.hpp"
-#include "cli/generate.hpp"
-#include "cli/model_dir.hpp"
-#include "cli/trainer.hpp"
+#include "nn/generate.hpp"
+#include "train/run_dir.hpp"
+#include "train/trainer.hpp"
 #include "cli_runner.hpp"
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"
@@ -26,7 +26,6 @@
 #include "nn/checkpoint.hpp"
 
 namespace fs = std::filesystem;
-namespace hc = headroom::cli;
 namespace hr = headroom;
 
 namespace {
@@ -69,10 +68,10 @@ hr::ModelConfig tiny_config(std::size_t vocab, std::size_t max_len) {
 }
 
 // DIR/model.safetensors for `model`, trained (or not) on `dataset` made from `data`.
-void save_model_dir(const fs::path& dir, const hr::TransformerLM<float>& model, const hc::DataConfig& data,
+void save_model_dir(const fs::path& dir, const hr::TransformerLM<float>& model, const hr::DataConfig& data,
                     const hr::Dataset& dataset) {
   hr::save_checkpoint(dir / "model.safetensors", model, model.config(),
-                      {{hc::kDataMetadataKey, hc::data_metadata(data, dataset)}});
+                      {{hr::kDataMetadataKey, hr::data_metadata(data, dataset)}});
 }
 
 // A text a char model can read: the alphabet has a newline, a quote, é and €.
@@ -110,8 +109,8 @@ TEST_CASE("CharVocab encodes and decodes with a given alphabet and names the voc
 TEST_CASE("data metadata round-trips for a task and for a text with non-ASCII characters") {
   const fs::path dir = fresh_dir("metadata");
   const auto task = hr::make_task("copy", {.vocab = 9, .seq_len = 6});
-  const hc::DataDescription t =
-      hc::parse_data_metadata(hc::data_metadata({.task = "copy", .text = "", .seq_len = 6, .vocab = 9}, *task), "m");
+  const hr::DataDescription t =
+      hr::parse_data_metadata(hr::data_metadata({.task = "copy", .text = "", .seq_len = 6, .vocab = 9}, *task), "m");
   CHECK(t.task == "copy");
   CHECK(t.text.empty());
   CHECK(t.seq_len == 6);
@@ -123,15 +122,15 @@ TEST_CASE("data metadata round-trips for a task and for a text with non-ASCII ch
   const hr::CharDataset chars(dir / "t.txt", {.seq_len = 8});
   // The task field of the config is ignored for a text model (it has a default).
   const std::string json =
-      hc::data_metadata({.task = "copy", .text = (dir / "t.txt").string(), .seq_len = 8, .vocab = 16}, chars);
-  const hc::DataDescription d = hc::parse_data_metadata(json, "m");
+      hr::data_metadata({.task = "copy", .text = (dir / "t.txt").string(), .seq_len = 8, .vocab = 16}, chars);
+  const hr::DataDescription d = hr::parse_data_metadata(json, "m");
   CHECK(d.is_text());
   CHECK(d.task.empty());
   CHECK(d.text == (dir / "t.txt").string());
   CHECK(d.seq_len == 8);
   CHECK(d.vocab == chars.vocab_size());
   CHECK(d.alphabet == chars.alphabet());
-  CHECK(hc::char_vocab(d, "m").decode(chars.encode(kText), "t") == kText);
+  CHECK(hr::char_vocab(d, "m").decode(chars.encode(kText), "t") == kText);
 }
 
 TEST_CASE("parse_data_metadata rejects a malformed description, naming the source and the key") {
@@ -164,10 +163,10 @@ TEST_CASE("parse_data_metadata rejects a malformed description, naming the sourc
   };
   for (const Bad& bad : cases) {
     INFO(bad.json);
-    const std::string message = error_of([&] { (void)hc::parse_data_metadata(bad.json, "m.safetensors"); });
+    const std::string message = error_of([&] { (void)hr::parse_data_metadata(bad.json, "m.safetensors"); });
     CHECK_MESSAGE(message.find(bad.says) != std::string::npos, message);
   }
-  const std::string missing = error_of([] { (void)hc::data_description({{"config", "{}"}}, "m.safetensors"); });
+  const std::string missing = error_of([] { (void)hr::data_description({{"config", "{}"}}, "m.safetensors"); });
   CHECK(missing.find("m.safetensors: no 'data' metadata") != std::string::npos);
 }
 
@@ -178,51 +177,51 @@ TEST_CASE("resolve_model_file: the final model, else the newest checkpoint, a fi
     write_file(dir / "checkpoints" / step / "model.safetensors", "");
   }
   fs::create_directories(dir / "checkpoints" / "step-00002000");  // incomplete: no model file
-  CHECK(hc::resolve_model_file(dir) == dir / "checkpoints" / "step-00000900" / "model.safetensors");
+  CHECK(hr::resolve_model_file(dir) == dir / "checkpoints" / "step-00000900" / "model.safetensors");
   write_file(dir / "model.safetensors", "");
-  CHECK(hc::resolve_model_file(dir) == dir / "model.safetensors");
-  CHECK(hc::resolve_model_file(dir / "checkpoints/step-00000100/model.safetensors") ==
+  CHECK(hr::resolve_model_file(dir) == dir / "model.safetensors");
+  CHECK(hr::resolve_model_file(dir / "checkpoints/step-00000100/model.safetensors") ==
         dir / "checkpoints/step-00000100/model.safetensors");
 
-  CHECK(error_of([&] { (void)hc::resolve_model_file(dir / "nope"); }) ==
+  CHECK(error_of([&] { (void)hr::resolve_model_file(dir / "nope"); }) ==
         "model " + quoted(dir / "nope") +
             ": no such file or directory (expected a run directory written by headroom train --out, or a "
             ".safetensors file)");
-  CHECK(error_of([&] { (void)hc::resolve_model_file(dir / "checkpoints/step-00002000"); }) ==
+  CHECK(error_of([&] { (void)hr::resolve_model_file(dir / "checkpoints/step-00002000"); }) ==
         "model directory " + quoted(dir / "checkpoints/step-00002000") +
             " has neither model.safetensors nor checkpoints/step-*/model.safetensors");
   write_file(dir / "notes.txt", "hello");
-  CHECK(error_of([&] { (void)hc::resolve_model_file(dir / "notes.txt"); }) ==
+  CHECK(error_of([&] { (void)hr::resolve_model_file(dir / "notes.txt"); }) ==
         "model " + quoted(dir / "notes.txt") + " is neither a run directory nor a .safetensors file");
 }
 
 TEST_CASE("run_config_of finds config.json beside a model or above its checkpoint") {
   const fs::path dir = fresh_dir("run_config");
-  hc::TrainConfig c;
+  hr::TrainConfig c;
   c.model.vocab = 8;  // as finalize leaves it
   c.model.max_len = 16;
   c.optim.seed = 42;
   c.optim.eval_batches = 3;
-  write_file(dir / "config.json", hc::to_json(c).dump());
+  write_file(dir / "config.json", hr::to_json(c).dump());
   fs::create_directories(dir / "checkpoints/step-00000010");
-  const auto beside = hc::run_config_of(dir / "model.safetensors");
+  const auto beside = hr::run_config_of(dir / "model.safetensors");
   REQUIRE(beside.has_value());
   CHECK(beside->optim.seed == 42);
-  const auto above = hc::run_config_of(dir / "checkpoints/step-00000010/model.safetensors");
+  const auto above = hr::run_config_of(dir / "checkpoints/step-00000010/model.safetensors");
   REQUIRE(above.has_value());
   CHECK(above->optim.eval_batches == 3);
-  CHECK_FALSE(hc::run_config_of(dir / "checkpoints/model.safetensors").has_value());
+  CHECK_FALSE(hr::run_config_of(dir / "checkpoints/model.safetensors").has_value());
   write_file(dir / "config.json", "{\"train\": {\"seed\": \"x\"}}");
-  CHECK(error_of([&] { (void)hc::run_config_of(dir / "model.safetensors"); }).find("'train.seed' must be") !=
+  CHECK(error_of([&] { (void)hr::run_config_of(dir / "model.safetensors"); }).find("'train.seed' must be") !=
         std::string::npos);
 }
 
 TEST_CASE("sample_token: greedy is the first argmax, top-k 1 is greedy, and draws follow softmax(z / T)") {
   const std::vector<float> logits{0.5f, 2.0f, -1.0f, 2.0f, 1.0f};  // ids 1 and 3 tie for the max
   hr::Rng rng(7);
-  CHECK(hc::sample_token(logits, {.greedy = true}, rng) == 1);
-  CHECK(hc::sample_token(logits, {.temperature = 0.0}, rng) == 1);
-  for (int i = 0; i < 50; ++i) CHECK(hc::sample_token(logits, {.temperature = 3.0, .top_k = 1}, rng) == 1);
+  CHECK(hr::sample_token(logits, {.greedy = true}, rng) == 1);
+  CHECK(hr::sample_token(logits, {.temperature = 0.0}, rng) == 1);
+  for (int i = 0; i < 50; ++i) CHECK(hr::sample_token(logits, {.temperature = 3.0, .top_k = 1}, rng) == 1);
 
   // Frequencies over many draws against the softmax, for all ids and for the top 3.
   for (const std::size_t k : {std::size_t{0}, std::size_t{3}}) {
@@ -238,7 +237,7 @@ TEST_CASE("sample_token: greedy is the first argmax, top-k 1 is greedy, and draw
     constexpr int kDraws = 40000;
     std::vector<int> seen(logits.size(), 0);
     for (int n = 0; n < kDraws; ++n) {
-      const hr::Index id = hc::sample_token(logits, {.temperature = temperature, .top_k = k}, rng);
+      const hr::Index id = hr::sample_token(logits, {.temperature = temperature, .top_k = k}, rng);
       ++seen[static_cast<std::size_t>(id)];
     }
     for (std::size_t i = 0; i < logits.size(); ++i) {
@@ -252,13 +251,13 @@ TEST_CASE("sample_token: greedy is the first argmax, top-k 1 is greedy, and draw
 
   // The same generator state gives the same draws.
   hr::Rng a(3), b(3);
-  for (int i = 0; i < 20; ++i) CHECK(hc::sample_token(logits, {}, a) == hc::sample_token(logits, {}, b));
+  for (int i = 0; i < 20; ++i) CHECK(hr::sample_token(logits, {}, a) == hr::sample_token(logits, {}, b));
 
   const std::vector<float> nan{0.0f, NAN};
-  CHECK(error_of([&] { (void)hc::sample_token(nan, {}, rng); }) == "sample: the model's logit for token 1 is nan");
-  CHECK(error_of([] { hc::check_sampling_options({.temperature = -1}, 5); }) ==
+  CHECK(error_of([&] { (void)hr::sample_token(nan, {}, rng); }) == "sample: the model's logit for token 1 is nan");
+  CHECK(error_of([] { hr::check_sampling_options({.temperature = -1}, 5); }) ==
         "sample: temperature must be a finite number >= 0, got -1");
-  CHECK(error_of([] { hc::check_sampling_options({.top_k = 6}, 5); }) ==
+  CHECK(error_of([] { hr::check_sampling_options({.top_k = 6}, 5); }) ==
         "sample: top_k 6 is larger than the vocabulary (5)");
 }
 
@@ -268,8 +267,8 @@ TEST_CASE("generate crops its context to max_len, is deterministic, and leaves t
   model.train();
   const std::vector<hr::Index> prompt{3, 4, 5, 6, 3, 4, 5, 6, 3};  // longer than max_len 6
   hr::Rng r1(5), r2(5);
-  const std::vector<hr::Index> a = hc::generate(model, prompt, 12, {}, r1);
-  const std::vector<hr::Index> b = hc::generate(model, prompt, 12, {}, r2);
+  const std::vector<hr::Index> a = hr::generate(model, prompt, 12, {}, r1);
+  const std::vector<hr::Index> b = hr::generate(model, prompt, 12, {}, r2);
   CHECK(a.size() == 12);
   CHECK(a == b);
   for (const hr::Index id : a) CHECK((id >= 0 && id < 7));
@@ -278,12 +277,12 @@ TEST_CASE("generate crops its context to max_len, is deterministic, and leaves t
   // Greedy continuation of a cropped prompt is the continuation of its last max_len tokens.
   hr::Rng unused(0);
   const std::vector<hr::Index> tail(prompt.end() - 6, prompt.end());
-  CHECK(hc::generate(model, prompt, 1, {.greedy = true}, unused) ==
-        hc::generate(model, tail, 1, {.greedy = true}, unused));
+  CHECK(hr::generate(model, prompt, 1, {.greedy = true}, unused) ==
+        hr::generate(model, tail, 1, {.greedy = true}, unused));
 
-  CHECK(error_of([&] { (void)hc::generate(model, std::vector<hr::Index>{}, 1, {}, unused); }) ==
+  CHECK(error_of([&] { (void)hr::generate(model, std::vector<hr::Index>{}, 1, {}, unused); }) ==
         "generate: the prompt is empty (it needs at least one token)");
-  CHECK(error_of([&] { (void)hc::generate(model, std::vector<hr::Index>{7}, 1, {}, unused); }) ==
+  CHECK(error_of([&] { (void)hr::generate(model, std::vector<hr::Index>{7}, 1, {}, unused); }) ==
         "generate: prompt token 7 is outside the vocabulary [0, 7)");
 }
 
@@ -347,17 +346,17 @@ TEST_CASE("headroom train then eval and sample: eval reproduces the final and a 
   CHECK(copy.output.find("prompt    7 3 6 5 |\nmodel     7 3 6 5\n") != std::string::npos);
 }
 
-TEST_CASE("eval on a saved task model equals cli::evaluate in-process, with the defaults and with flags") {
+TEST_CASE("eval on a saved task model equals evaluate() in-process, with the defaults and with flags") {
   hr::set_threads(1);
   const fs::path dir = fresh_dir("task_eval");
-  const hc::DataConfig data{.task = "reverse", .text = "", .seq_len = 6, .vocab = 9};
+  const hr::DataConfig data{.task = "reverse", .text = "", .seq_len = 6, .vocab = 9};
   const auto task = hr::make_task(data.task, {.vocab = data.vocab, .seq_len = data.seq_len});
   hr::Rng init(11);
   hr::TransformerLM<float> model(tiny_config(9, 6), init);
   save_model_dir(dir, model, data, *task);
 
   // No config.json: 8 batches of 32 rows, seed 0.
-  const hc::EvalResult expected = hc::evaluate(model, *task, 8, 32, hc::validation_seed(0));
+  const hr::EvalResult expected = hr::evaluate(model, *task, 8, 32, hr::validation_seed(0));
   const nlohmann::json j = json_of(run_headroom("eval --json --model " + (dir / "model.safetensors").string()));
   CHECK(j["kind"] == "task");
   CHECK(j["data"] == "reverse");
@@ -367,7 +366,7 @@ TEST_CASE("eval on a saved task model equals cli::evaluate in-process, with the 
   CHECK(j["accuracy"].get<double>() == doctest::Approx(expected.accuracy).epsilon(1e-9));
   CHECK_FALSE(j.contains("perplexity"));
 
-  const hc::EvalResult flagged = hc::evaluate(model, *task, 3, 5, hc::validation_seed(7));
+  const hr::EvalResult flagged = hr::evaluate(model, *task, 3, 5, hr::validation_seed(7));
   const nlohmann::json k = json_of(run_headroom("eval --json --batches 3 --batch 5 --seed 7 --model " + dir.string()));
   CHECK(k["targets"] == flagged.counted);
   CHECK(k["loss"].get<double>() == doctest::Approx(flagged.loss).epsilon(1e-9));
@@ -408,7 +407,7 @@ TEST_CASE("sample is reproducible for a seed, differs across seeds, and greedy =
   // The CLI output is the in-process generation decoded.
   hr::Rng unused(0);
   const hr::IndexArray prompt = chars.encode("the caf\u00e9");
-  const std::vector<hr::Index> ids = hc::generate(model, std::vector<hr::Index>(prompt.begin(), prompt.end()), 30,
+  const std::vector<hr::Index> ids = hr::generate(model, std::vector<hr::Index>(prompt.begin(), prompt.end()), 30,
                                                   {.greedy = true}, unused);
   CHECK(greedy.output == "the caf\u00e9" + chars.vocab().decode(ids, "t") + "\n");
 
@@ -428,7 +427,7 @@ TEST_CASE("eval of a text model: its own validation split, any file with --text,
   hr::TransformerLM<float> model(tiny_config(chars.vocab_size(), 8), init);
   save_model_dir(dir, model, {.task = "", .text = (dir / "t.txt").string(), .seq_len = 8, .vocab = 0}, chars);
 
-  const hc::EvalResult own = hc::evaluate(model, chars, 2, 4, hc::validation_seed(0));
+  const hr::EvalResult own = hr::evaluate(model, chars, 2, 4, hr::validation_seed(0));
   const nlohmann::json j = json_of(run_headroom("eval --json --batches 2 --batch 4 --model " + dir.string()));
   CHECK(j["kind"] == "text");
   CHECK(j["split"] == "val");

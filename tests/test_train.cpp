@@ -8,11 +8,11 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "cli/trainer.hpp"
+#include "train/trainer.hpp"
 #include "cli_runner.hpp"
 
+namespace hr = headroom;
 namespace fs = std::filesystem;
-namespace hc = headroom::cli;
 
 namespace {
 
@@ -30,8 +30,8 @@ fs::path fresh_dir(const std::string& name) {
 }
 
 // A model small enough to train in a second or two.
-hc::TrainConfig tiny_copy() {
-  hc::TrainConfig c;
+hr::TrainConfig tiny_copy() {
+  hr::TrainConfig c;
   c.model.d_model = 32;
   c.model.n_heads = 2;
   c.model.n_layers = 2;
@@ -47,11 +47,11 @@ hc::TrainConfig tiny_copy() {
 }  // namespace
 
 TEST_CASE("training smoke: a tiny model learns copy to 99% validation accuracy") {
-  const hc::TrainConfig raw = tiny_copy();
-  auto data = hc::make_dataset(raw);
-  const hc::TrainConfig config = hc::finalize(raw, *data);
+  const hr::TrainConfig raw = tiny_copy();
+  auto data = hr::make_dataset(raw);
+  const hr::TrainConfig config = hr::finalize(raw, *data);
   std::size_t reports = 0, evaluations = 0;
-  const hc::TrainSummary s = hc::train(config, *data, "", [&](const hc::Progress& p) {
+  const hr::TrainSummary s = hr::train(config, *data, "", [&](const hr::Progress& p) {
     ++reports;
     evaluations += p.evaluated ? 1 : 0;
   });
@@ -64,16 +64,16 @@ TEST_CASE("training smoke: a tiny model learns copy to 99% validation accuracy")
 }
 
 TEST_CASE("the same seed gives a bit-identical loss curve; another seed does not") {
-  hc::TrainConfig c = tiny_copy();
+  hr::TrainConfig c = tiny_copy();
   c.optim.steps = 40;
   c.optim.eval_every = 10;
-  auto data = hc::make_dataset(c);
-  c = hc::finalize(c, *data);
+  auto data = hr::make_dataset(c);
+  c = hr::finalize(c, *data);
   auto curve = [&](std::uint64_t seed) {
-    hc::TrainConfig run = c;
+    hr::TrainConfig run = c;
     run.optim.seed = seed;
     std::vector<double> losses;
-    hc::train(run, *data, "", [&](const hc::Progress& p) {
+    hr::train(run, *data, "", [&](const hr::Progress& p) {
       losses.push_back(p.train_loss);
       if (p.evaluated) losses.push_back(p.val.loss);
     });
@@ -210,8 +210,8 @@ std::string metrics_without_timing(const fs::path& dir) {
   return out;
 }
 
-hc::TrainConfig tiny_resumable() {
-  hc::TrainConfig c = tiny_copy();
+hr::TrainConfig tiny_resumable() {
+  hr::TrainConfig c = tiny_copy();
   c.optim.steps = 60;
   c.optim.warmup = 10;
   c.optim.eval_every = 10;
@@ -223,35 +223,35 @@ hc::TrainConfig tiny_resumable() {
 
 TEST_CASE("a run stopped at step k and resumed is bit-identical to the uninterrupted run") {
   const fs::path whole = fresh_dir("resume_whole"), parts = fresh_dir("resume_parts");
-  hc::TrainConfig c = tiny_resumable();
-  auto data = hc::make_dataset(c);
-  c = hc::finalize(c, *data);
+  hr::TrainConfig c = tiny_resumable();
+  auto data = hr::make_dataset(c);
+  c = hr::finalize(c, *data);
   for (const char* optimizer : {"adamw", "sgd"}) {
     CAPTURE(optimizer);
     c.optim.optimizer = optimizer;
     fs::remove_all(whole);
     fs::remove_all(parts);
-    hc::TrainOptions once;
+    hr::TrainOptions once;
     once.out_dir = whole.string();
-    const hc::TrainSummary a = hc::train(c, *data, once);
+    const hr::TrainSummary a = hr::train(c, *data, once);
     CHECK(a.steps == 60);
     CHECK_FALSE(a.stopped_early);
 
     // Stopped at 35 (between evaluations and saves) and at 47, then to the end.
-    hc::TrainOptions chunk;
+    hr::TrainOptions chunk;
     chunk.out_dir = parts.string();
     chunk.stop_after = 35;
-    const hc::TrainSummary b1 = hc::train(c, *data, chunk);
+    const hr::TrainSummary b1 = hr::train(c, *data, chunk);
     CHECK(b1.stopped_early);
     CHECK(b1.steps == 35);
     CHECK_FALSE(fs::exists(parts / "model.safetensors"));  // only a finished run writes it
     chunk.resume = true;
     chunk.stop_after = 47;
-    const hc::TrainSummary b2 = hc::train(c, *data, chunk);
+    const hr::TrainSummary b2 = hr::train(c, *data, chunk);
     CHECK(b2.start_step == 35);
     CHECK(b2.steps == 47);
     chunk.stop_after = 0;
-    const hc::TrainSummary b3 = hc::train(c, *data, chunk);
+    const hr::TrainSummary b3 = hr::train(c, *data, chunk);
     CHECK(b3.start_step == 47);
     CHECK(b3.steps == 60);
 
@@ -270,35 +270,35 @@ TEST_CASE("a run stopped at step k and resumed is bit-identical to the uninterru
 
 TEST_CASE("resume refuses a finished run, a checkpoint of another model and a corrupt state file") {
   const fs::path dir = fresh_dir("resume_bad");
-  hc::TrainConfig c = tiny_resumable();
-  auto data = hc::make_dataset(c);
-  c = hc::finalize(c, *data);
-  hc::TrainOptions o;
+  hr::TrainConfig c = tiny_resumable();
+  auto data = hr::make_dataset(c);
+  c = hr::finalize(c, *data);
+  hr::TrainOptions o;
   o.out_dir = dir.string();
   o.stop_after = 20;
-  hc::train(c, *data, o);
+  hr::train(c, *data, o);
   o.resume = true;
   o.stop_after = 0;
 
   SUBCASE("a different model") {
-    hc::TrainConfig other = c;
+    hr::TrainConfig other = c;
     other.model.d_model = 16;
     other.model = other.model.resolved();
-    CHECK_THROWS_WITH_AS(hc::train(other, *data, o), doctest::Contains("differs from the run's"),
+    CHECK_THROWS_WITH_AS(hr::train(other, *data, o), doctest::Contains("differs from the run's"),
                          std::invalid_argument);
   }
   SUBCASE("a corrupt training state") {
     std::ofstream(dir / "checkpoints" / "step-00000020" / "train_state.safetensors") << "garbage";
-    CHECK_THROWS_WITH_AS(hc::train(c, *data, o), doctest::Contains("train_state.safetensors"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(hr::train(c, *data, o), doctest::Contains("train_state.safetensors"), std::invalid_argument);
   }
   SUBCASE("a finished run") {
-    hc::train(c, *data, o);
-    CHECK_THROWS_WITH_AS(hc::train(c, *data, o), doctest::Contains("already at step 60 of steps 60"),
+    hr::train(c, *data, o);
+    CHECK_THROWS_WITH_AS(hr::train(c, *data, o), doctest::Contains("already at step 60 of steps 60"),
                          std::invalid_argument);
   }
   SUBCASE("nothing to resume from") {
     fs::remove_all(dir / "checkpoints");
-    CHECK_THROWS_WITH_AS(hc::train(c, *data, o), doctest::Contains("has no checkpoint to resume from"),
+    CHECK_THROWS_WITH_AS(hr::train(c, *data, o), doctest::Contains("has no checkpoint to resume from"),
                          std::invalid_argument);
   }
   fs::remove_all(dir);
@@ -392,9 +392,9 @@ TEST_CASE("recall's and before's own defaults apply below --config and the flags
     CHECK_MESSAGE(written.find(key) != std::string::npos, "config.json lacks " << key);
   }
   // Other tasks keep the global defaults.
-  CHECK(hc::task_defaults("copy").optim.lr == hc::TrainConfig{}.optim.lr);
-  CHECK(hc::task_defaults("recall").data.seq_len == 6);
-  CHECK(hc::task_defaults("before").optim.steps == 3000);
-  CHECK(hc::task_defaults("before").optim.lr == hc::TrainConfig{}.optim.lr);
+  CHECK(hr::task_defaults("copy").optim.lr == hr::TrainConfig{}.optim.lr);
+  CHECK(hr::task_defaults("recall").data.seq_len == 6);
+  CHECK(hr::task_defaults("before").optim.steps == 3000);
+  CHECK(hr::task_defaults("before").optim.lr == hr::TrainConfig{}.optim.lr);
   fs::remove_all(dir);
 }

@@ -1,4 +1,4 @@
-#include "cli/ablate_report.hpp"
+#include "ablate/report.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -9,11 +9,11 @@
 
 #include <fmt/format.h>
 
-#include "cli/svg.hpp"
+#include "plot/svg.hpp"
 #include "nn/transformer.hpp"
 #include "nn/safetensors.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 namespace {
 
 namespace fs = std::filesystem;
@@ -534,4 +534,4 @@ std::string write_reports(const SweepPlan& plan, const fs::path& dir, double tar
   return summary;
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom

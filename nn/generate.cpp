@@ -1,4 +1,4 @@
-#include "cli/generate.hpp"
+#include "nn/generate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-namespace headroom::cli {
+namespace headroom {
 
 void check_sampling_options(const SamplingOptions& options, std::size_t vocab) {
   if (!(options.temperature >= 0) || !std::isfinite(options.temperature)) {
@@ -106,4 +106,4 @@ std::vector<Index> generate(TransformerLM<float>& model, std::span<const Index> 
   return out;
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -1,7 +1,7 @@
 // `headroom ablate`'s grid: the sweep flags, the cartesian product with each point
 // validated, sweep.json and the checks on a sweep directory, and merging shards.
 // The runner is cli/ablate_run.cpp, the reports cli/ablate_report.cpp.
-#include "cli/ablate.hpp"
+#include "ablate/sweep.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -14,11 +14,11 @@
 
 #include <fmt/format.h>
 
-#include "cli/trainer.hpp"
+#include "train/trainer.hpp"
 #include "nn/config_json.hpp"
 #include "nn/safetensors.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 namespace {
 
 namespace fs = std::filesystem;
@@ -466,4 +466,4 @@ MergeOutcome merge_sweeps(const std::vector<fs::path>& from, const fs::path& int
   return outcome;
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -1,4 +1,4 @@
-#include "cli/train_config.hpp"
+#include "train/config.hpp"
 
 #include <cmath>
 #include <stdexcept>
@@ -7,7 +7,7 @@
 
 #include "nn/config_json.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
@@ -141,4 +141,4 @@ void update_from_json(TrainConfig& c, const nlohmann::json& object, const std::s
   }
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -19,9 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/ablate.hpp"
+#include "ablate/sweep.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 
 struct RunResult {
   const PlannedRun* run = nullptr;
@@ -77,4 +77,4 @@ std::vector<PointSummary> summarize(const SweepPlan& plan, const std::vector<Run
 // atomically) and returns summary.md's text.
 std::string write_reports(const SweepPlan& plan, const std::filesystem::path& dir, double target_acc);
 
-}  // namespace headroom::cli
+}  // namespace headroom

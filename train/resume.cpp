@@ -1,4 +1,4 @@
-#include "cli/train_state.hpp"
+#include "train/resume.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -16,7 +16,7 @@
 #include "optim/adam.hpp"
 #include "optim/sgd.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 namespace {
 
 namespace fs = std::filesystem;
@@ -236,4 +236,4 @@ LoopState load_training_checkpoint(const fs::path& dir, const TrainConfig& confi
   return s;
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -23,11 +23,11 @@
 #include <optional>
 #include <string>
 
-#include "cli/train_config.hpp"
+#include "train/config.hpp"
 #include "data/char_vocab.hpp"
 #include "data/dataset.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 
 // The metadata key under which a model file carries the data description.
 inline constexpr const char* kDataMetadataKey = "data";
@@ -91,4 +91,4 @@ ValidationSettings validation_settings(const std::filesystem::path& model_file, 
 std::unique_ptr<Dataset> own_dataset(const DataDescription& data, const std::string& source,
                                      const std::string& remedy);
 
-}  // namespace headroom::cli
+}  // namespace headroom

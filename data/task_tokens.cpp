@@ -1,4 +1,4 @@
-#include "cli/task_tokens.hpp"
+#include "data/task_tokens.hpp"
 
 #include <sstream>
 #include <stdexcept>
@@ -7,7 +7,7 @@
 
 #include "data/task.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 
 std::string task_token_label(Index id) {
   switch (id) {
@@ -55,4 +55,4 @@ std::vector<Index> parse_task_tokens(const std::string& text, std::size_t vocab,
   return ids;
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom

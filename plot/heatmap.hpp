@@ -14,7 +14,7 @@
 
 #include <xtensor/xarray.hpp>
 
-namespace headroom::cli::heatmap {
+namespace headroom::heatmap {
 
 struct Rgb {
   std::uint8_t r = 0, g = 0, b = 0;
@@ -47,4 +47,4 @@ struct AttentionMaps {
 // number of labels, T is 0 or above kMaxTokens, or a weight is not finite.
 std::string render_attention_maps(const AttentionMaps& maps);
 
-}  // namespace headroom::cli::heatmap
+}  // namespace headroom::heatmap

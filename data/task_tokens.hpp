@@ -15,7 +15,7 @@
 
 #include "autograd/ops.hpp"  // Index
 
-namespace headroom::cli {
+namespace headroom {
 
 // "_", "|", "?" for pad, separator and query; any other id as its number.
 std::string task_token_label(Index id);
@@ -35,4 +35,4 @@ std::vector<Index> parse_task_tokens(const std::string& text, std::size_t vocab,
 // shows.
 inline constexpr std::uint64_t kValidationExampleStream = 1;
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -1,4 +1,4 @@
-#include "cli/heatmap.hpp"
+#include "plot/heatmap.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 
 #include "autograd/shape.hpp"
-#include "cli/svg.hpp"
+#include "plot/svg.hpp"
 
-namespace headroom::cli::heatmap {
+namespace headroom::heatmap {
 namespace {
 
 // The colour map's stops, chosen here so that each of r, g and b strictly falls
@@ -236,4 +236,4 @@ std::string render_attention_maps(const AttentionMaps& maps) {
   return out;
 }
 
-}  // namespace headroom::cli::heatmap
+}  // namespace headroom::heatmap

@@ -9,11 +9,11 @@
 #include <string>
 
 #include "autograd/random.hpp"
-#include "cli/train_config.hpp"
+#include "train/config.hpp"
 #include "data/dataset.hpp"
 #include "nn/transformer.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 
 struct EvalResult {
   double loss = 0;      // mean cross-entropy over counted targets
@@ -98,4 +98,4 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOp
 TrainSummary train(const TrainConfig& config, const Dataset& data, const std::string& out_dir,
                    const std::function<void(const Progress&)>& on_progress);
 
-}  // namespace headroom::cli
+}  // namespace headroom

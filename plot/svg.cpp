@@ -1,4 +1,4 @@
-#include "cli/svg.hpp"
+#include "plot/svg.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace headroom::cli::svg {
+namespace headroom::svg {
 namespace {
 
 // The tab10 palette: distinguishable, and familiar from matplotlib.
@@ -292,4 +292,4 @@ std::string render(const std::vector<Chart>& charts, const std::string& title) {
   return out;
 }
 
-}  // namespace headroom::cli::svg
+}  // namespace headroom::svg

@@ -21,9 +21,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/train_config.hpp"
+#include "train/config.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 
 // One swept setting: a config.json key and its values in the order given.
 struct SweepAxis {
@@ -66,7 +66,7 @@ struct PlannedRun {
   std::string point;  // "h4-dk16-lr0.001": the grid point; its seeds are pooled in the summary
   std::uint64_t seed = 0;
   std::vector<nlohmann::json> values;  // one per SweepPlan::columns, as resolved
-  TrainConfig config;                  // finalized (cli::finalize): what the run trains
+  TrainConfig config;                  // finalized (finalize): what the run trains
 };
 
 struct SkippedPoint {
@@ -142,4 +142,4 @@ struct MergeOutcome {
 // systems) unless `into` already has it finished.
 MergeOutcome merge_sweeps(const std::vector<std::filesystem::path>& from, const std::filesystem::path& into);
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -1,7 +1,7 @@
 // `headroom ablate`'s runner: this shard's unfinished runs, `jobs` at a time, each in
 // its own thread with its own dataset (the autograd tape is thread-local), and a
 // progress board shared by the threads.
-#include "cli/ablate.hpp"
+#include "ablate/sweep.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -16,11 +16,11 @@
 
 #include <fmt/format.h>
 
-#include "cli/train_state.hpp"
-#include "cli/trainer.hpp"
+#include "train/resume.hpp"
+#include "train/trainer.hpp"
 #include "nn/safetensors.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 namespace {
 
 namespace fs = std::filesystem;
@@ -255,4 +255,4 @@ SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
   return outcome;
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -1,4 +1,4 @@
-#include "cli/trainer.hpp"
+#include "train/trainer.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -12,14 +12,14 @@
 #include <fmt/format.h>
 
 #include "autograd/parallel.hpp"
-#include "cli/model_dir.hpp"
-#include "cli/train_state.hpp"
+#include "train/run_dir.hpp"
+#include "train/resume.hpp"
 #include "nn/checkpoint.hpp"
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"
 #include "optim/optim.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 namespace {
 
 namespace fs = std::filesystem;
@@ -326,4 +326,4 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOp
   return summary;
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom

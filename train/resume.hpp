@@ -20,12 +20,12 @@
 #include <string>
 
 #include "autograd/random.hpp"
-#include "cli/train_config.hpp"
-#include "cli/trainer.hpp"
+#include "train/config.hpp"
+#include "train/trainer.hpp"
 #include "nn/transformer.hpp"
 #include "optim/optimizer.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 
 // Everything of the training loop besides the model and the optimizer.
 struct LoopState {
@@ -66,4 +66,4 @@ std::filesystem::path save_training_checkpoint(const std::filesystem::path& out_
 LoopState load_training_checkpoint(const std::filesystem::path& dir, const TrainConfig& config,
                                    TransformerLM<float>& model, Optimizer<float>& optimizer);
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -30,11 +30,11 @@
 #include <utility>
 #include <vector>
 
-#include "cli/trainer.hpp"
+#include "train/trainer.hpp"
 #include "data/dataset.hpp"
 #include "nn/transformer.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 
 struct HeadStats {
   std::size_t layer = 0, head = 0;
@@ -79,4 +79,4 @@ std::vector<PrunePoint> prune_curve(TransformerLM<float>& model, const std::vect
 // &HeadStats::loss_increase.
 std::vector<std::pair<std::size_t, std::size_t>> heads_by(const HeadReport& report, double HeadStats::*key);
 
-}  // namespace headroom::cli
+}  // namespace headroom

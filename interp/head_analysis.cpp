@@ -1,4 +1,4 @@
-#include "cli/head_analysis.hpp"
+#include "interp/head_analysis.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-namespace headroom::cli {
+namespace headroom {
 namespace {
 
 // Gates every head of every layer at one except (layer, head) at zero; or clears
@@ -199,4 +199,4 @@ std::vector<std::pair<std::size_t, std::size_t>> heads_by(const HeadReport& repo
   return order;
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace headroom::cli::svg {
+namespace headroom::svg {
 
 struct Series {
   std::string name;            // the legend entry
@@ -44,4 +44,4 @@ std::string render(const std::vector<Chart>& charts, const std::string& title);
 // Text with &, <, >, " and ' escaped for XML.
 std::string escape(std::string_view text);
 
-}  // namespace headroom::cli::svg
+}  // namespace headroom::svg

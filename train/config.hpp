@@ -10,7 +10,7 @@
 
 #include "nn/config.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 
 struct DataConfig {
   std::string task = "copy";  // a toy task (data/task.hpp), used when text is empty
@@ -66,4 +66,4 @@ nlohmann::json to_json(const TrainConfig& config);
 // Strict: unknown keys and wrong types are errors naming the source and the key.
 void update_from_json(TrainConfig& config, const nlohmann::json& object, const std::string& source);
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -13,7 +13,7 @@
 #include "autograd/random.hpp"
 #include "nn/transformer.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 
 struct SamplingOptions {
   double temperature = 1.0;  // softmax(logits / temperature); 0 means greedy
@@ -38,4 +38,4 @@ Index sample_token(std::span<const float> logits, const SamplingOptions& options
 std::vector<Index> generate(TransformerLM<float>& model, std::span<const Index> prompt, std::size_t tokens,
                             const SamplingOptions& options, Rng& rng);
 
-}  // namespace headroom::cli
+}  // namespace headroom

@@ -1,4 +1,4 @@
-#include "cli/model_dir.hpp"
+#include "train/run_dir.hpp"
 
 #include <cstdint>
 #include <fstream>
@@ -13,7 +13,7 @@
 #include "data/task.hpp"
 #include "data/utf8.hpp"
 
-namespace headroom::cli {
+namespace headroom {
 namespace {
 
 namespace fs = std::filesystem;
@@ -211,4 +211,4 @@ std::unique_ptr<Dataset> own_dataset(const DataDescription& data, const std::str
   return make_task(data.task, TaskOptions{.vocab = data.vocab, .seq_len = data.seq_len});
 }
 
-}  // namespace headroom::cli
+}  // namespace headroom
