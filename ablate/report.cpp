@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "plot/svg.hpp"
+#include "train/metrics.hpp"
 #include "nn/transformer.hpp"
 #include "nn/safetensors.hpp"
 
@@ -32,39 +33,10 @@ double number_or_nan(const nlohmann::json& v) { return v.is_number() ? v.get<dou
 
 // The validation rows of a run's metrics.csv: step, val_loss, val_accuracy.
 void read_curve(const fs::path& file, RunResult& r, double target_acc) {
-  std::istringstream lines(read_text(file));
-  std::string line;
-  if (!std::getline(lines, line)) bad(fmt::format("{}: empty", file.string()));
-  std::vector<std::string> header;
-  {
-    std::istringstream cells(line);
-    std::string cell;
-    while (std::getline(cells, cell, ',')) header.push_back(cell);
-  }
-  auto column = [&](const char* name) {
-    const auto it = std::find(header.begin(), header.end(), name);
-    if (it == header.end()) bad(fmt::format("{}: no column '{}'", file.string(), name));
-    return static_cast<std::size_t>(it - header.begin());
-  };
-  const std::size_t c_step = column("step"), c_loss = column("val_loss"), c_acc = column("val_accuracy");
-  while (std::getline(lines, line)) {
-    if (line.empty()) continue;
-    std::vector<std::string> cells;
-    std::istringstream in(line);
-    std::string cell;
-    while (std::getline(in, cell, ',')) cells.push_back(cell);
-    if (cells.size() != header.size()) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
-    double step = 0, loss = 0, acc = 0;
-    try {
-      step = std::stod(cells[c_step]);
-      loss = std::stod(cells[c_loss]);
-      acc = std::stod(cells[c_acc]);
-    } catch (const std::logic_error&) {
-      bad(fmt::format("{}: malformed row '{}'", file.string(), line));
-    }
-    r.curve_steps.push_back(step);
-    r.curve_val_loss.push_back(loss);
-    if (!r.steps_to_target && acc >= target_acc) r.steps_to_target = static_cast<std::size_t>(step);
+  for (const MetricsRow& row : read_metrics(file)) {
+    r.curve_steps.push_back(static_cast<double>(row.step));
+    r.curve_val_loss.push_back(row.val_loss);
+    if (!r.steps_to_target && row.val_accuracy >= target_acc) r.steps_to_target = row.step;
   }
 }
 

@@ -40,6 +40,7 @@
 #include "autograd/random.hpp"
 #include "nn/transformer.hpp"
 #include "optim/optim.hpp"
+#include "train/step.hpp"
 
 namespace hr = headroom;
 
@@ -136,11 +137,13 @@ double gemm_gflops(const BenchOptions& o) {
 // The per-op table of --profile on stderr: milliseconds per step by op kind,
 // forward and backward, and each row's share of the mean step. The backward
 // section's own row is the tape walk minus the op backwards inside it.
-void print_profile(const hr::OpProfile& profile, double walk_ms, const std::vector<double>& step_ms,
-                   std::size_t steps) {
+void print_profile(const hr::OpProfile& profile, const std::vector<double>& step_ms, std::size_t steps) {
   std::vector<hr::OpTiming> rows = profile.timings();
-  double op_backward_ms = 0;
-  for (const auto& r : rows) op_backward_ms += r.backward_ms;
+  double op_backward_ms = 0, walk_ms = 0;  // walk: the whole backward() section, op backwards included
+  for (const auto& r : rows) {
+    op_backward_ms += r.backward_ms;
+    if (r.name == "(backward: tape walk)") walk_ms = r.forward_ms;
+  }
   double step_total = 0;
   for (double m : step_ms) step_total += m;
   const double n = static_cast<double>(steps);
@@ -176,11 +179,10 @@ int run(const BenchOptions& o) {
                                .max_len = o.seq_len};
   hr::Rng init_rng(o.seed + 1);
   hr::TransformerLM<float> model(config, init_rng);
-  hr::NamedParameters<float> params = model.named_parameters();
   // PyTorch's AdamW defaults (betas 0.9/0.999, eps 1e-8) at lr 1e-3, weight decay
   // 0.01; headroom leaves biases, LayerNorm and embeddings out of the decay and the
   // torch side uses the same two parameter groups.
-  hr::AdamW<float> optimizer(params, hr::AdamWOptions{.lr = 1e-3, .weight_decay = 0.01});
+  hr::AdamW<float> optimizer(model.named_parameters(), hr::AdamWOptions{.lr = 1e-3, .weight_decay = 0.01});
 
   const std::vector<hr::IndexArray> batches = make_batches(o);
   std::vector<double> ms;      // wall time per timed step
@@ -190,34 +192,16 @@ int run(const BenchOptions& o) {
   double initial_loss = 0;
   double final_loss = 0;
   std::optional<hr::OpProfile> profile;  // made at the first timed step
-  double walk_ms = 0;  // the whole backward() of the profiled steps, op backwards included
   for (std::size_t s = 0; s < batches.size(); ++s) {
     const double c0 = process_cpu_ms();
     const auto t0 = Clock::now();
-    hr::Tensor<float> loss;
     if (o.profile && s == o.warmup_steps) profile.emplace();
-    if (profile) {
-      // The same five things, each timed; the ops inside are timed by the profile.
-      profile->section("(zero_grad)", [&] { optimizer.zero_grad(); });
-      loss = model.loss(batches[s]);
-      profile->section("(backward: tape walk)", [&] {
-        const auto b0 = Clock::now();
-        loss.backward();
-        walk_ms += std::chrono::duration<double, std::milli>(Clock::now() - b0).count();
-      });
-      profile->section("(clip_grad_norm)", [&] { hr::clip_grad_norm(params, 1.0); });
-      profile->section("(optimizer step)", [&] { optimizer.step(); });
-    } else {
-      optimizer.zero_grad();
-      loss = model.loss(batches[s]);
-      loss.backward();
-      hr::clip_grad_norm(params, 1.0);
-      optimizer.step();
-    }
+    // The trainer's own step (train/step.hpp); with a profile it times its parts.
+    const hr::StepResult r = hr::train_step(model, optimizer, batches[s], {.lr = std::nullopt, .clip = 1.0});
     const auto t1 = Clock::now();
     const double c1 = process_cpu_ms();
-    const double value = loss.item();
-    if (!std::isfinite(value)) {
+    const double value = r.loss;
+    if (!r.updated) {
       throw std::runtime_error(fmt::format("loss is {} at step {}", value, s + 1));
     }
     if (s == 0) initial_loss = value;
@@ -229,7 +213,7 @@ int run(const BenchOptions& o) {
     if ((s + 1) % 10 == 0) std::cerr << fmt::format("headroom: step {}/{}\n", s + 1, batches.size());
   }
 
-  if (profile) print_profile(*profile, walk_ms, ms, o.steps);
+  if (profile) print_profile(*profile, ms, o.steps);
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
   const double median = quantile(sorted, 0.5);

@@ -14,7 +14,7 @@
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
 #include "train/run_dir.hpp"
-#include "train/trainer.hpp"
+#include "train/evaluate.hpp"
 #include "cli/validators.hpp"
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"
@@ -49,51 +49,6 @@ std::string read_text_file(const fs::path& file, const std::string& what) {
   bytes << in.rdbuf();
   if (!in) throw std::invalid_argument(what + ": cannot be read");
   return std::move(bytes).str();
-}
-
-// Every character of `ids` but the first, predicted once: windows of T+1 ids with
-// stride T (the last one shorter when the text does not divide evenly), `batch`
-// windows at a time, at most max_batches batches (0: all). Each target sees the
-// context of its own window only, as in training.
-EvalResult evaluate_windows(TransformerLM<float>& model, std::span<const Index> ids, std::size_t T, std::size_t batch,
-                            std::size_t max_batches, std::size_t& batches_done) {
-  NoGrad no_grad;
-  model.eval();
-  const std::size_t targets = ids.size() - 1;
-  const std::size_t full = targets / T;      // windows of T targets
-  const std::size_t rest = targets % T;      // targets of the last, shorter window
-  double loss_sum = 0;
-  std::size_t correct = 0;
-  EvalResult r;
-  batches_done = 0;
-  auto run = [&](std::size_t first_window, std::size_t windows, std::size_t len) {  // len targets per window
-    IndexArray tokens = IndexArray::from_shape({windows, len + 1});  // (B, len+1)
-    for (std::size_t w = 0; w < windows; ++w) {
-      const std::size_t start = (first_window + w) * T;
-      std::copy_n(ids.begin() + static_cast<std::ptrdiff_t>(start), len + 1, tokens.data() + w * (len + 1));
-    }
-    const auto [inputs, next] = shift_tokens(tokens);
-    const Tensor<float> logits = model.forward(inputs);  // (B, len, V)
-    const std::size_t counted = windows * len;
-    loss_sum += static_cast<double>(cross_entropy(logits, next).item()) * static_cast<double>(counted);
-    r.counted += counted;
-    const std::size_t V = logits.shape()[2];
-    const float* pl = logits.value().data();
-    for (std::size_t i = 0; i < counted; ++i) {
-      const float* row = pl + i * V;
-      const auto arg = static_cast<Index>(std::max_element(row, row + V) - row);
-      correct += arg == next.data()[i] ? 1 : 0;
-    }
-    ++batches_done;
-  };
-  const auto more = [&] { return max_batches == 0 || batches_done < max_batches; };
-  for (std::size_t w = 0; w < full && more(); w += batch) run(w, std::min(batch, full - w), T);
-  if (rest > 0 && more()) run(full, 1, rest);
-  if (r.counted > 0) {
-    r.loss = loss_sum / static_cast<double>(r.counted);
-    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.counted);
-  }
-  return r;
 }
 
 EvalReport eval_text_file(const EvalFlags& flags, TransformerLM<float>& model, const DataDescription& data,

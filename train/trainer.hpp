@@ -1,6 +1,8 @@
 // The training loop behind `headroom train`: data, model, optimizer and schedule
-// from a TrainConfig; validation on held-out batches; config.json and metrics.csv
-// in the output directory; progress through a callback.
+// from a TrainConfig; train_step (train/step.hpp) in a loop; validation on held-out
+// batches (train/evaluate.hpp); config.json, metrics.csv (train/metrics.hpp) and
+// rolling checkpoints (train/resume.hpp) in the output directory; progress through a
+// callback. Nothing here prints.
 #pragma once
 
 #include <functional>
@@ -8,34 +10,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "autograd/random.hpp"
-#include "train/config.hpp"
 #include "data/dataset.hpp"
-#include "nn/transformer.hpp"
+#include "train/config.hpp"
+#include "train/evaluate.hpp"
 
 namespace headroom {
-
-struct EvalResult {
-  double loss = 0;      // mean cross-entropy over counted targets
-  double accuracy = 0;  // argmax == target, over counted targets
-  std::size_t counted = 0;
-};
-
-// The seed of a run's validation batches (stream 2 of its seed): `headroom eval`
-// draws the same batches as the trainer did.
-constexpr std::uint64_t validation_seed(std::uint64_t seed) { return stream_seed(seed, 2); }
-
-// Loss and accuracy on `batches` validation batches drawn from a generator seeded
-// with `seed`: the same batches at every evaluation of a run. Runs under NoGrad in
-// eval mode and restores training mode.
-EvalResult evaluate(TransformerLM<float>& model, const Dataset& data, std::size_t batches, std::size_t batch,
-                    std::uint64_t seed);
-
-// The `batches` validation batches of `batch` rows that evaluate() draws for `seed`.
-std::vector<Batch> validation_batches(const Dataset& data, std::size_t batches, std::size_t batch, std::uint64_t seed);
-// Loss and accuracy over the counted targets of the given batches (what evaluate()
-// computes once it has drawn them), with the model's heads gated as they are.
-EvalResult evaluate_batches(TransformerLM<float>& model, const std::vector<Batch>& batches);
 
 struct Progress {
   std::size_t step = 0;

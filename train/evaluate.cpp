@@ -1,0 +1,111 @@
+#include "train/evaluate.hpp"
+
+#include <algorithm>
+
+#include "autograd/ops.hpp"
+
+namespace headroom {
+namespace {
+
+// Sums of one evaluation: the losses weighted back to sums, so that batches of
+// different sizes combine exactly, and the argmax hits.
+struct Tally {
+  double loss_sum = 0;
+  std::size_t correct = 0;
+  std::size_t counted = 0;
+
+  // logits (B, T, V); targets (B, T); counts (B, T) or nullptr for all targets.
+  void add(const Tensor<float>& logits, const IndexArray& targets, const Mask* counts) {
+    std::size_t n = targets.size();
+    if (counts != nullptr) n = static_cast<std::size_t>(std::count(counts->begin(), counts->end(), true));
+    const Tensor<float> loss = counts != nullptr ? cross_entropy(logits, targets, *counts) : cross_entropy(logits, targets);
+    loss_sum += static_cast<double>(loss.item()) * static_cast<double>(n);
+    counted += n;
+    const std::size_t V = logits.shape()[2];
+    const float* pl = logits.value().data();
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (counts != nullptr && !counts->data()[i]) continue;
+      const float* row = pl + i * V;
+      const auto arg = static_cast<Index>(std::max_element(row, row + V) - row);
+      correct += arg == targets.data()[i] ? 1 : 0;
+    }
+  }
+
+  EvalResult result() const {
+    EvalResult r;
+    r.counted = counted;
+    if (counted > 0) {
+      r.loss = loss_sum / static_cast<double>(counted);
+      r.accuracy = static_cast<double>(correct) / static_cast<double>(counted);
+    }
+    return r;
+  }
+};
+
+// Eval mode and no tape for a scope; the model's own mode comes back after it.
+class EvalScope {
+ public:
+  explicit EvalScope(TransformerLM<float>& model) : model_(model), was_training_(model.is_training()) {
+    model_.eval();
+  }
+  ~EvalScope() { model_.train(was_training_); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  NoGrad no_grad_;
+  TransformerLM<float>& model_;
+  bool was_training_;
+};
+
+}  // namespace
+
+std::vector<Batch> validation_batches(const Dataset& data, std::size_t batches, std::size_t batch,
+                                      std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<Batch> out;
+  out.reserve(batches);
+  for (std::size_t i = 0; i < batches; ++i) out.push_back(data.sample(batch, Split::val, rng));
+  return out;
+}
+
+EvalResult evaluate_batches(TransformerLM<float>& model, const std::vector<Batch>& batches) {
+  const EvalScope scope(model);
+  Tally tally;
+  for (const Batch& b : batches) {
+    const auto [inputs, targets] = shift_tokens(b.tokens);
+    tally.add(model.forward(inputs), targets, &b.target_mask);  // logits (B, T, V)
+  }
+  return tally.result();
+}
+
+EvalResult evaluate(TransformerLM<float>& model, const Dataset& data, std::size_t batches, std::size_t batch,
+                    std::uint64_t seed) {
+  return evaluate_batches(model, validation_batches(data, batches, batch, seed));
+}
+
+EvalResult evaluate_windows(TransformerLM<float>& model, std::span<const Index> ids, std::size_t T, std::size_t batch,
+                            std::size_t max_batches, std::size_t& batches_done) {
+  const EvalScope scope(model);
+  const std::size_t targets = ids.size() - 1;
+  const std::size_t full = targets / T;  // windows of T targets
+  const std::size_t rest = targets % T;  // targets of the last, shorter window
+  Tally tally;
+  batches_done = 0;
+  auto run = [&](std::size_t first_window, std::size_t windows, std::size_t len) {  // len targets per window
+    IndexArray tokens = IndexArray::from_shape({windows, len + 1});  // (B, len+1)
+    for (std::size_t w = 0; w < windows; ++w) {
+      const std::size_t start = (first_window + w) * T;
+      std::copy_n(ids.begin() + static_cast<std::ptrdiff_t>(start), len + 1, tokens.data() + w * (len + 1));
+    }
+    const auto [inputs, next] = shift_tokens(tokens);
+    tally.add(model.forward(inputs), next, nullptr);  // logits (B, len, V)
+    ++batches_done;
+  };
+  const auto more = [&] { return max_batches == 0 || batches_done < max_batches; };
+  for (std::size_t w = 0; w < full && more(); w += batch) run(w, std::min(batch, full - w), T);
+  if (rest > 0 && more()) run(full, 1, rest);
+  return tally.result();
+}
+
+}  // namespace headroom

@@ -1,0 +1,49 @@
+// Loss and accuracy of a model on held-out data, counted over the targets a batch
+// marks (a toy task's answer tokens; every character of a text).
+//
+// Legend: B = batch rows, T = tokens the model reads per row, V = vocabulary.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "autograd/random.hpp"
+#include "data/dataset.hpp"
+#include "nn/transformer.hpp"
+
+namespace headroom {
+
+struct EvalResult {
+  double loss = 0;      // mean cross-entropy over counted targets
+  double accuracy = 0;  // argmax == target, over counted targets
+  std::size_t counted = 0;
+};
+
+// The seed of a run's validation batches (stream 2 of its seed): `headroom eval`
+// draws the same batches as the trainer did.
+constexpr std::uint64_t validation_seed(std::uint64_t seed) { return stream_seed(seed, 2); }
+
+// The `batches` validation batches of `batch` rows that evaluate() draws for `seed`.
+std::vector<Batch> validation_batches(const Dataset& data, std::size_t batches, std::size_t batch, std::uint64_t seed);
+
+// Loss and accuracy over the counted targets of the given batches, with the model's
+// heads gated as they are. Runs under NoGrad in eval mode and restores the mode the
+// model was in.
+EvalResult evaluate_batches(TransformerLM<float>& model, const std::vector<Batch>& batches);
+
+// evaluate_batches on validation_batches(data, batches, batch, seed): the same
+// batches at every evaluation of a run.
+EvalResult evaluate(TransformerLM<float>& model, const Dataset& data, std::size_t batches, std::size_t batch,
+                    std::uint64_t seed);
+
+// Every id of `ids` but the first, predicted once: windows of T+1 ids with stride T
+// (the last one shorter when the text does not divide evenly), `batch` windows at a
+// time, at most max_batches batches (0: all). Each target sees the context of its
+// own window only, as in training. `batches_done` receives the batches read.
+// Restores the model's mode, as evaluate_batches does.
+EvalResult evaluate_windows(TransformerLM<float>& model, std::span<const Index> ids, std::size_t T, std::size_t batch,
+                            std::size_t max_batches, std::size_t& batches_done);
+
+}  // namespace headroom

@@ -1,0 +1,43 @@
+// One training step, the only one in headroom: the trainer, bench/train_step_bench
+// and examples/train_copy.cpp all call it. In llm.c's five lines:
+//
+//     zero_grad; loss = forward(batch); backward(loss); clip; set_lr; update
+//
+// with one guard: a step whose loss or gradient norm is not finite does not reach
+// the weights (the update is skipped and the step says so), so one bad batch cannot
+// turn every weight into NaN.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "data/dataset.hpp"
+#include "nn/transformer.hpp"
+#include "optim/optimizer.hpp"
+
+namespace headroom {
+
+struct StepOptions {
+  std::optional<double> lr;     // set on the optimizer before the update; none keeps its rate
+  double clip = 1.0;            // clip the global gradient norm to this; 0 measures it only
+  bool detect_anomaly = false;  // check every op for NaN/Inf; the first one is named in anomaly
+};
+
+struct StepResult {
+  double loss = 0;       // the batch's loss, before the update (NaN when it could not be computed)
+  double grad_norm = 0;  // the global gradient norm before clipping (NaN when there was no backward)
+  bool updated = false;  // false: the loss or the norm was not finite and the weights are as they were
+  std::string anomaly;   // under detect_anomaly, what made the first NaN or Inf
+};
+
+// zero_grad, the loss on batch.tokens (B, T+1) counting batch.target_mask (B, T),
+// backward, clipping, the learning rate, and the update unless a value was not
+// finite. With an OpProfile active on this thread (autograd/profile.hpp), the parts
+// outside the tape are timed as sections.
+StepResult train_step(TransformerLM<float>& model, Optimizer<float>& optimizer, const Batch& batch,
+                      const StepOptions& options = {});
+// The same with every target counted: tokens (B, T+1).
+StepResult train_step(TransformerLM<float>& model, Optimizer<float>& optimizer, const IndexArray& tokens,
+                      const StepOptions& options = {});
+
+}  // namespace headroom
