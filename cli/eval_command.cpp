@@ -84,27 +84,21 @@ EvalReport eval_own_data(TransformerLM<float>& model, const DataDescription& dat
 }
 
 int run_eval(const EvalFlags& flags) {
-  const fs::path file = resolve_model_file(flags.model);
-  const std::string source = file.string();
+  LoadedRun run = load_run(flags.model);
+  const std::string& source = run.source;
+  const DataDescription& data = run.data;
   // The batches the trainer validated on, unless the flags say otherwise.
-  const ValidationSettings v = validation_settings(file, flags.batches, flags.batch, flags.seed);
+  const ValidationSettings v = validation_settings(run.file, flags.batches, flags.batch, flags.seed);
   const std::size_t batches = v.batches, batch = v.batch;
   const std::uint64_t seed = v.seed;
   set_threads(v.threads);
-
-  LoadedModel<float> loaded = load_model<float>(file);
-  const DataDescription data = data_description(loaded.metadata, source);
-  if (data.vocab != loaded.config.vocab) {
-    throw std::invalid_argument(fmt::format("{}: the data metadata says vocab {} but the model has vocab {}", source,
-                                            data.vocab, loaded.config.vocab));
-  }
   if (!flags.text.empty() && !data.is_text()) {
     throw std::invalid_argument(fmt::format("--text needs a character-level model; {} is a toy-task model ({})",
                                             source, data.task));
   }
   const EvalReport report = flags.text.empty()
-                                ? eval_own_data(*loaded.model, data, source, batches, batch, seed)
-                                : eval_text_file(flags, *loaded.model, data, source, batch);
+                                ? eval_own_data(run.model(), data, source, batches, batch, seed)
+                                : eval_text_file(flags, run.model(), data, source, batch);
   const EvalResult& r = report.result;
   const double perplexity = std::exp(r.loss);
   const double bits = r.loss / std::log(2.0);

@@ -102,15 +102,15 @@ std::string prune_svg(const std::vector<NamedCurve>& curves, const std::string& 
 }
 
 int run_heads(const HeadsFlags& flags) {
-  const fs::path file = resolve_model_file(flags.model);
-  const std::string source = file.string();
+  LoadedRun run = load_run(flags.model);
+  const fs::path& file = run.file;
+  const std::string& source = run.source;
+  const DataDescription& data = run.data;
   const ValidationSettings v = validation_settings(file, flags.batches, flags.batch, flags.seed);
   const std::size_t batches = v.batches, batch = v.batch;
   const std::uint64_t seed = v.seed;
   set_threads(v.threads);
 
-  LoadedModel<float> loaded = load_model<float>(file);
-  const DataDescription data = data_description(loaded.metadata, source);
   const std::unique_ptr<Dataset> dataset =
       own_dataset(data, source, "run headroom heads from the directory the model was trained in");
   const fs::path out = flags.out.empty() ? file.parent_path() : fs::path(flags.out);
@@ -121,7 +121,7 @@ int run_heads(const HeadsFlags& flags) {
                                             ec ? ec.message() : "a file is in the way"));
   }
 
-  TransformerLM<float>& model = *loaded.model;
+  TransformerLM<float>& model = run.model();
   const ModelConfig& m = model.config();
   fmt::print("model     {} ({}, {} layers x {} heads, d_k {}, d_v {}, {} kv heads)\n", source,
              data.is_text() ? "character-level text" : data.task, m.n_layers, m.n_heads, m.d_k, m.d_v,

@@ -128,22 +128,17 @@ int sample_text(const SampleFlags& flags, TransformerLM<float>& model, const Dat
 
 int run_sample(const SampleFlags& flags) {
   set_threads(1);  // one sequence at a time: threads only add overhead
-  const std::filesystem::path file = resolve_model_file(flags.model);
-  const std::string source = file.string();
-  LoadedModel<float> loaded = load_model<float>(file);
-  const DataDescription data = data_description(loaded.metadata, source);
-  if (data.vocab != loaded.config.vocab) {
-    throw std::invalid_argument(fmt::format("{}: the data metadata says vocab {} but the model has vocab {}", source,
-                                            data.vocab, loaded.config.vocab));
-  }
+  LoadedRun run = load_run(flags.model);
+  const std::string& source = run.source;
+  const DataDescription& data = run.data;
   if (flags.top_k && (*flags.top_k == 0 || *flags.top_k > data.vocab)) {
     throw std::invalid_argument(fmt::format("--top-k: must be from 1 to the model's vocab {}, got {}", data.vocab,
                                             *flags.top_k));
   }
   const SamplingOptions options{.temperature = flags.temperature, .top_k = flags.top_k.value_or(0),
                                 .greedy = flags.greedy};
-  return data.is_text() ? sample_text(flags, *loaded.model, data, options, source)
-                        : sample_task(flags, *loaded.model, data, options, source);
+  return data.is_text() ? sample_text(flags, run.model(), data, options, source)
+                        : sample_task(flags, run.model(), data, options, source);
 }
 
 }  // namespace

@@ -26,7 +26,10 @@ std::vector<std::string> split_cells(const std::string& line) {
 
 std::string header_line() {
   std::string h;
-  for (const std::string_view c : kMetricsColumns) h += (h.empty() ? "" : ",") + std::string(c);
+  for (const std::string_view c : kMetricsColumns) {
+    if (!h.empty()) h += ',';
+    h += c;
+  }
   return h + "\n";
 }
 

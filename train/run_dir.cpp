@@ -211,4 +211,17 @@ std::unique_ptr<Dataset> own_dataset(const DataDescription& data, const std::str
   return make_task(data.task, TaskOptions{.vocab = data.vocab, .seq_len = data.seq_len});
 }
 
+LoadedRun load_run(const fs::path& model) {
+  LoadedRun run;
+  run.file = resolve_model_file(model);
+  run.source = run.file.string();
+  run.loaded = load_model<float>(run.file);
+  run.data = data_description(run.loaded.metadata, run.source);
+  if (run.data.vocab != run.loaded.config.vocab) {
+    throw std::invalid_argument(fmt::format("{}: the data metadata says vocab {} but the model has vocab {}",
+                                            run.source, run.data.vocab, run.loaded.config.vocab));
+  }
+  return run;
+}
+
 }  // namespace headroom

@@ -23,9 +23,10 @@
 #include <optional>
 #include <string>
 
-#include "train/config.hpp"
 #include "data/char_vocab.hpp"
 #include "data/dataset.hpp"
+#include "nn/checkpoint.hpp"
+#include "train/config.hpp"
 
 namespace headroom {
 
@@ -90,5 +91,23 @@ ValidationSettings validation_settings(const std::filesystem::path& model_file, 
 // what the user can do instead.
 std::unique_ptr<Dataset> own_dataset(const DataDescription& data, const std::string& source,
                                      const std::string& remedy);
+
+// A trained model read back, as `headroom eval`, `sample`, `heads` and `attention`
+// open it: the file a path names (resolve_model_file), the model and its
+// __metadata__, and what it was trained on.
+struct LoadedRun {
+  std::filesystem::path file;  // the model file
+  std::string source;          // file, for messages
+  LoadedModel<float> loaded;   // config, metadata, model
+  DataDescription data;
+
+  TransformerLM<float>& model() { return *loaded.model; }
+  const ModelConfig& config() const { return loaded.config; }
+};
+
+// resolve_model_file, load_model and data_description in one, with the check that
+// the data's vocabulary is the model's. Errors are std::invalid_argument (or the
+// CheckpointError of a file that does not load) naming the file.
+LoadedRun load_run(const std::filesystem::path& model);
 
 }  // namespace headroom
