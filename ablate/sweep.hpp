@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/config.hpp"
+#include "train/trainer.hpp"
 
 namespace headroom {
 
@@ -106,12 +107,40 @@ void write_sweep_json(const std::filesystem::path& dir, const SweepPlan& plan);
 // A run is finished when DIR/runs/<id>/result.json exists.
 bool run_finished(const std::filesystem::path& run_dir);
 
+// What run_sweep reports as it goes, one event at a time (calls never overlap, even
+// from several worker threads), for a progress display.
+struct SweepEvent {
+  enum class Kind {
+    planned,   // once, before any run: the counts below
+    started,   // a run began (from_step > 0: resumed from its checkpoint)
+    stepped,   // a run finished one more step
+    finished,  // a run finished and wrote result.json: summary, wall_s
+    stopped,   // a run stopped early with a checkpoint (stop_requested): summary
+    failed,    // a run failed: error
+  };
+  Kind kind = Kind::planned;
+  const PlannedRun* run = nullptr;  // all but planned
+  // planned:
+  std::size_t in_shard = 0;         // runs of the grid in this shard
+  std::size_t finished_before = 0;  // of those, already finished
+  std::size_t to_run = 0;           // to train now
+  std::size_t resumed = 0;          // of those, resuming from a checkpoint
+  std::size_t jobs = 0;             // side by side
+  std::size_t steps_to_do = 0;      // steps all the runs to train still take
+  // started:
+  std::size_t from_step = 0;
+  // finished, stopped:
+  const TrainSummary* summary = nullptr;
+  double wall_s = 0;  // the run's whole wall time, earlier processes included
+  // failed:
+  std::string error{};
+};
+
 struct AblateOptions {
   std::filesystem::path out_dir;
   std::size_t jobs = 1;        // runs trained side by side, one thread each
   Shard shard;
-  bool quiet = false;          // print nothing while running
-  bool live = false;           // a terminal: one status line redrawn in place
+  std::function<void(const SweepEvent&)> on_event;  // progress; may be empty
   std::function<bool()> stop_requested;  // Ctrl-C: every running run saves a checkpoint and stops
 };
 
@@ -128,7 +157,7 @@ struct SweepOutcome {
 // unfinished runs, `jobs` at a time: a run with a checkpoint before its last step
 // resumes from it; any other unfinished run starts over in an emptied directory.
 // A failing run (diverged, or a checkpoint that does not load) is reported and the
-// others go on. Prints progress to stdout unless quiet.
+// others go on. Progress goes to options.on_event; nothing here prints.
 SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options);
 
 struct MergeOutcome {

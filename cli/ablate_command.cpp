@@ -12,6 +12,7 @@
 #include "ablate/report.hpp"
 #include "cli/commands.hpp"
 #include "cli/interrupt.hpp"
+#include "cli/progress.hpp"
 #include "cli/train_flags.hpp"
 #include "cli/validators.hpp"
 
@@ -71,6 +72,15 @@ int run_merge(const AblateFlags& f) {
   return 0;
 }
 
+// The runner's plan for this shard, in one line.
+void print_plan(const SweepEvent& e, const Shard& shard) {
+  fmt::print("{} runs in this {}: {} finished before (skipped), {} to run{}\n", e.in_shard,
+             shard.count > 1 ? fmt::format("shard ({}/{})", shard.index, shard.count) : std::string("sweep"),
+             e.finished_before, e.to_run,
+             e.to_run == 0 ? std::string() : fmt::format(" ({} resumed from checkpoints), {} at a time", e.resumed, e.jobs));
+  std::fflush(stdout);
+}
+
 int run_ablate(const AblateFlags& f) {
   if (!f.merge.empty()) return run_merge(f);
   SweepSpec spec;
@@ -104,13 +114,17 @@ int run_ablate(const AblateFlags& f) {
   // new run starts.
   SweepOutcome outcome;
   const InterruptGuard interrupt;
+  SweepBoard board(isatty(fileno(stdout)) != 0, f.quiet);
   AblateOptions options{.out_dir = dir,
                         .jobs = f.jobs,
                         .shard = shard,
-                        .quiet = f.quiet,
-                        .live = isatty(fileno(stdout)) != 0,
+                        .on_event = [&](const SweepEvent& e) {
+                          if (e.kind == SweepEvent::Kind::planned && !f.quiet) print_plan(e, shard);
+                          board(e);
+                        },
                         .stop_requested = [] { return InterruptGuard::requested(); }};
   outcome = run_sweep(plan, options);
+  board.close();
 
   report(plan, dir, f.target_acc);
   for (const auto& [id, error] : outcome.failed) fmt::print("failed: {}: {}\n", id, error);

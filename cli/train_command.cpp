@@ -9,6 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/interrupt.hpp"
+#include "cli/progress.hpp"
 #include "cli/train_flags.hpp"
 #include "train/trainer.hpp"
 #include "cli/validators.hpp"
@@ -26,12 +27,6 @@ struct TrainCommandFlags : TrainFlags {
   std::size_t stop_after = 0;
   bool quiet = false;
 };
-
-std::string duration(double s) {
-  const auto total = static_cast<long>(s + 0.5);
-  return total >= 3600 ? fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60)
-                       : fmt::format("{}:{:02}", total / 60, total % 60);
-}
 
 std::string rate(double tokens_per_s) {
   return tokens_per_s >= 1e6 ? fmt::format("{:.1f}M", tokens_per_s / 1e6) : fmt::format("{:.1f}k", tokens_per_s / 1e3);

@@ -1,0 +1,98 @@
+#include "cli/progress.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace headroom::cli {
+
+std::string duration(double s) {
+  const auto total = static_cast<long>(std::max(0.0, s) + 0.5);
+  return total >= 3600 ? fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60)
+                       : fmt::format("{}:{:02}", total / 60, total % 60);
+}
+
+void SweepBoard::operator()(const SweepEvent& e) {
+  using Kind = SweepEvent::Kind;
+  switch (e.kind) {
+    case Kind::planned:
+      total_ = e.in_shard;
+      done_ = e.finished_before;
+      queued_ = e.to_run;
+      steps_to_do_ = e.steps_to_do;
+      start_ = Clock::now();
+      break;
+    case Kind::started:
+      --queued_;
+      ++running_;
+      if (e.from_step > 0) say(fmt::format("{}: resuming from its checkpoint at step {}", e.run->id, e.from_step));
+      redraw(true);
+      break;
+    case Kind::stepped:
+      ++steps_done_;
+      redraw(false);
+      break;
+    case Kind::finished:
+      ended(fmt::format("{}: val loss {:.4f}, val accuracy {:.2f}%, {} steps in {}", e.run->id,
+                        e.summary->final_val.loss, 100 * e.summary->final_val.accuracy, e.summary->steps,
+                        duration(e.wall_s)),
+            true);
+      break;
+    case Kind::stopped:
+      ended(fmt::format("{} stopped at step {} of {} (checkpoint saved)", e.run->id, e.summary->steps,
+                        e.run->config.optim.steps),
+            false);
+      break;
+    case Kind::failed:
+      ended(fmt::format("{} failed: {}", e.run->id, e.error), false);
+      break;
+  }
+}
+
+void SweepBoard::close() {
+  if (live_ && drawn_) fmt::print("\r\x1b[K");
+  std::fflush(stdout);
+}
+
+std::string SweepBoard::status() const {
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+  std::string eta = "-";
+  if (steps_done_ > 0 && steps_to_do_ > steps_done_) {
+    eta = duration(elapsed * static_cast<double>(steps_to_do_ - steps_done_) / static_cast<double>(steps_done_));
+  } else if (steps_to_do_ <= steps_done_ && steps_done_ > 0) {
+    eta = "0:00";
+  }
+  return fmt::format("{}/{} done, {} running, {} queued, elapsed {}, ETA {}", done_, total_, running_, queued_,
+                     duration(elapsed), eta);
+}
+
+// A run ended: finished (counted as done), stopped early or failed.
+void SweepBoard::ended(const std::string& line, bool done) {
+  --running_;
+  if (done) ++done_;
+  say(fmt::format("[{}/{}] {}", done_, total_, line));
+  redraw(true);
+}
+
+void SweepBoard::say(const std::string& line) {
+  if (quiet_) return;
+  if (live_) {
+    fmt::print("\r\x1b[K{}\n", line);
+  } else {
+    fmt::print("{}  ({})\n", line, status());
+  }
+  std::fflush(stdout);
+}
+
+void SweepBoard::redraw(bool now) {
+  if (!live_) return;
+  const auto t = Clock::now();
+  if (!now && t - last_draw_ < std::chrono::milliseconds(200)) return;
+  last_draw_ = t;
+  drawn_ = true;
+  fmt::print("\r[ablate] {}\x1b[K", status());
+  std::fflush(stdout);
+}
+
+}  // namespace headroom::cli
