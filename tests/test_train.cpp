@@ -228,7 +228,7 @@ TEST_CASE("a run stopped at step k and resumed is bit-identical to the uninterru
   c = hr::finalize(c, *data);
   for (const char* optimizer : {"adamw", "sgd"}) {
     CAPTURE(optimizer);
-    c.optim.optimizer = optimizer;
+    c.optim.optimizer = hr::parse_optimizer(optimizer);
     fs::remove_all(whole);
     fs::remove_all(parts);
     hr::TrainOptions once;
