@@ -689,6 +689,12 @@ TEST_CASE("clipping and schedules are validated with the value in the message") 
                        "inverse_sqrt schedule: warmup must be > 0, got 0", invalid_argument);
   CHECK_THROWS_WITH_AS(hr::LrSchedule::inverse_sqrt({.lr = 0, .warmup = 10}),
                        "inverse_sqrt schedule: lr must be finite and > 0, got 0", invalid_argument);
+  for (const auto kind : {hr::LrScheduleKind::constant, hr::LrScheduleKind::warmup_cosine,
+                          hr::LrScheduleKind::inverse_sqrt}) {
+    CHECK(hr::parse_lr_schedule(hr::to_string(kind)) == kind);
+    CHECK(hr::LrSchedule::of_kind(kind, {.lr = 1e-3, .warmup = 1, .total_steps = 10}).name() == hr::to_string(kind));
+  }
+  CHECK(hr::to_string(hr::LrScheduleKind::warmup_cosine) == "cosine");
   CHECK_THROWS_WITH_AS(hr::parse_lr_schedule("linear"),
                        "unknown lr schedule 'linear'; valid names are constant, cosine, inverse_sqrt",
                        invalid_argument);
