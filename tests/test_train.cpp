@@ -214,9 +214,9 @@ TEST_CASE("optimizer kinds: names round-trip, a bad name is an error, and each m
   const hr::NamedParameters<float> params = {{"w", hr::Tensor<float>(xt::xarray<float>{1.0f, 2.0f}, true)}};
   const std::pair<hr::OptimizerKind, const char*> made[] = {
       {hr::OptimizerKind::adamw, "AdamW"}, {hr::OptimizerKind::adam, "Adam"}, {hr::OptimizerKind::sgd, "SGD"}};
-  for (const auto& [kind, name] : made) {
-    CAPTURE(name);
-    CHECK(hr::make_optimizer({.optimizer = kind}, params)->name() == name);
+  for (const auto& m : made) {
+    CAPTURE(m.second);
+    CHECK(hr::make_optimizer({.optimizer = m.first}, params)->name() == m.second);
   }
   // --lr is the schedule's peak whatever the model's width.
   const hr::LrSchedule s =
