@@ -180,7 +180,7 @@ std::string describe(const SweepPlan& plan) {
   if (same([](const TrainConfig& x) { return x.model.n_layers; })) parts.push_back(fmt::format("{} layer{}", c.model.n_layers, c.model.n_layers == 1 ? "" : "s"));
   if (same([](const TrainConfig& x) { return x.optim.steps; })) parts.push_back(fmt::format("{} steps", c.optim.steps));
   if (same([](const TrainConfig& x) { return x.optim.batch; })) parts.push_back(fmt::format("batch {}", c.optim.batch));
-  if (same([](const TrainConfig& x) { return x.optim.optimizer; })) parts.push_back(c.optim.optimizer);
+  if (same([](const TrainConfig& x) { return x.optim.optimizer; })) parts.push_back(to_string(c.optim.optimizer));
   if (same([](const TrainConfig& x) { return x.optim.lr; })) parts.push_back(fmt::format("lr {}", c.optim.lr));
   std::string seeds;
   for (std::uint64_t s : plan.seeds) seeds += (seeds.empty() ? "" : ", ") + std::to_string(s);

@@ -263,7 +263,7 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
 
   std::map<std::string, std::unique_ptr<Dataset>> datasets;  // validation only; each run makes its own
   std::map<std::string, std::string> point_desc;              // point id -> its description
-  std::map<std::string, std::string> config_desc;             // a point's config -> its description
+  std::vector<std::pair<TrainConfig, std::string>> config_desc;  // each point's config and its description
   std::vector<std::size_t> at(spec.axes.size(), 0);           // the odometer over the axes
   for (;;) {
     TrainConfig c = spec.base;
@@ -292,14 +292,16 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
       const ModelConfig& m = c.model;
       const std::string point =
           fmt::format("h{}-dk{}{}{}", m.n_heads, m.d_k, kv_axis ? fmt::format("-kv{}", m.n_kv_heads) : "", suffix);
-      const std::string config = to_json(c).dump();
-      if (const auto seen = config_desc.find(config); seen != config_desc.end()) {
+      // c is finalized (its model resolved), so equal configs train the same runs.
+      const auto seen = std::find_if(config_desc.begin(), config_desc.end(),
+                                     [&](const auto& earlier) { return earlier.first == c; });
+      if (seen != config_desc.end()) {
         plan.skipped.push_back({desc, fmt::format("the same runs as {}", seen->second)});
       } else if (const auto same_id = point_desc.find(point); same_id != point_desc.end()) {
         plan.skipped.push_back({desc, fmt::format("its run ids would be those of {} ({})", same_id->second, point)});
       } else {
         point_desc.emplace(point, desc.empty() ? point : desc);
-        config_desc.emplace(config, fmt::format("{} ({})", desc.empty() ? point : desc, point));
+        config_desc.emplace_back(c, fmt::format("{} ({})", desc.empty() ? point : desc, point));
         std::vector<nlohmann::json> values{m.n_heads, m.d_k, m.n_kv_heads};
         for (const SweepAxis& a : spec.axes) {
           if (a.flag == "--sweep") values.push_back(config_value(c, a.section, a.key));

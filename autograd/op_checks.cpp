@@ -348,8 +348,12 @@ std::vector<CaseDef> build_cases() {
                    pad(1, t - 1) = true;
                    const bool use_pad = a.padding;
                    return Prepared{shapes_of(in), in, [=](const Inputs& x) {
-                                     return attention(x[0], x[1], x[2], a.heads, a.kv_heads, 0.7, a.causal,
-                                                      use_pad ? &pad : nullptr);
+                                     return attention(x[0], x[1], x[2],
+                                                      {.n_heads = a.heads,
+                                                       .n_kv_heads = a.kv_heads,
+                                                       .scale = 0.7,
+                                                       .causal = a.causal,
+                                                       .key_padding = use_pad ? &pad : nullptr});
                                    }};
                  }});
   }

@@ -98,23 +98,28 @@ template <typename T> Tensor<T> masked_fill(const Tensor<T>& x, const Mask& mask
 // x (..., C), weight (C), bias (C). One fused op that saves mean and rstd.
 template <typename T> Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias, T eps = T(1e-5));
 
+// The fused attention op's settings (the module's are nn/attention.hpp's
+// AttentionOptions).
+template <typename T>
+struct AttentionSpec {
+  std::size_t n_heads = 1;            // H, query heads
+  std::size_t n_kv_heads = 1;         // G, key/value heads; H must be a multiple of G
+  T scale = 1;                        // multiplies q . k before the softmax
+  bool causal = false;                // hide key j from query i when j > i
+  const Mask* key_padding = nullptr;  // (B, T) when given: true where a key is hidden
+  xt::xarray<T>* weights = nullptr;   // when given: receives the weights (B, H, T, T)
+};
+
 // Scaled dot-product attention over packed heads, as one op:
 //   q (B, T, H d_k), k (B, T, G d_k), v (B, T, G d_v) -> (B, T, H d_v), where head h's
 //   columns [h d_v, (h+1) d_v) of the output are softmax(scale Q_h K_g^T + mask) V_g,
 //   Q_h the columns [h d_k, (h+1) d_k) of q, g = h / (H / G) (grouped-query
-//   attention; G = 1 is multi-query). causal hides key j from query i when j > i;
-//   key_padding (B, T), when given, hides the keys where it is true. A query that
-//   sees no key gets zeros, and zero gradients. With weights non-null it receives the
-//   attention weights (B, H, T, T) as values (no gradient flows through them).
+//   attention; G = 1 is multi-query). A query that sees no key gets zeros, and zero
+//   gradients. The weights come back as values: no gradient flows through them.
 // Equal to split_heads, matmul, mul_scalar, masked_fill, softmax, matmul and
-// merge_heads composed (tests/test_attention.cpp compares them), in one pass per
-// (batch, kv head) pair whose GEMMs read q and v in place through their row
-// strides and K^T from a contiguous copy; causal products go in blocks of 32 query
-// rows that skip the hidden keys; the pairs run in parallel (parallel.hpp).
+// merge_heads composed (tests/test_attention.cpp compares them).
 template <typename T>
-Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, std::size_t n_heads,
-                    std::size_t n_kv_heads, T scale, bool causal, const Mask* key_padding = nullptr,
-                    xt::xarray<T>* weights = nullptr);
+Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, const AttentionSpec<T>& spec);
 
 // Inverted dropout: zero each element with probability p and scale the rest by
 // 1/(1-p). The identity (the same tensor) when !training or p == 0.

@@ -4,6 +4,10 @@
 // softmax and merge_heads of the composed form: no permuted copies, no (B, H, T, T)
 // mask, one pass over the scores instead of three, and the backward needs only the
 // saved weights.
+//
+// How: one pass per (batch, kv head) pair, whose GEMMs read q and v in place through
+// their row strides and K^T from a contiguous copy; causal products go in blocks of
+// 32 query rows that skip the hidden keys; the pairs run in parallel (parallel.hpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -157,9 +161,11 @@ std::vector<RowBlock> row_blocks(std::size_t t, bool causal) {
 }  // namespace
 
 template <typename T>
-Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, std::size_t n_heads,
-                    std::size_t n_kv_heads, T scale, bool causal, const Mask* key_padding, xt::xarray<T>* weights) {
-  const Dims d = check_attention(q.shape(), k.shape(), v.shape(), n_heads, n_kv_heads, key_padding);
+Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, const AttentionSpec<T>& spec) {
+  const Mask* key_padding = spec.key_padding;
+  const T scale = spec.scale;
+  const bool causal = spec.causal;
+  const Dims d = check_attention(q.shape(), k.shape(), v.shape(), spec.n_heads, spec.n_kv_heads, key_padding);
   const std::size_t ldq = d.H * d.dk, ldk = d.G * d.dk, ldv = d.G * d.dv, ldo = d.H * d.dv;
   const T* pq = q.value().data();
   const T* pk = k.value().data();
@@ -197,7 +203,7 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
         }
       },
       /*calls_gemm=*/true);
-  if (weights) *weights = p;
+  if (spec.weights) *spec.weights = p;
   auto backward = [qn = q.node(), kn = k.node(), vn = v.node(), p = std::move(p), d, scale, blocks](
                       const xt::xarray<T>& grad, const xt::xarray<T>&) {
     const std::size_t ldq = d.H * d.dk, ldk = d.G * d.dk, ldv = d.G * d.dv, ldo = d.H * d.dv;
@@ -250,9 +256,9 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   return make_result<T>("attention", std::move(out), {q.node(), k.node(), v.node()}, std::move(backward));
 }
 
-template Tensor<float> attention(const Tensor<float>&, const Tensor<float>&, const Tensor<float>&, std::size_t,
-                                 std::size_t, float, bool, const Mask*, xt::xarray<float>*);
-template Tensor<double> attention(const Tensor<double>&, const Tensor<double>&, const Tensor<double>&, std::size_t,
-                                  std::size_t, double, bool, const Mask*, xt::xarray<double>*);
+template Tensor<float> attention(const Tensor<float>&, const Tensor<float>&, const Tensor<float>&,
+                                 const AttentionSpec<float>&);
+template Tensor<double> attention(const Tensor<double>&, const Tensor<double>&, const Tensor<double>&,
+                                  const AttentionSpec<double>&);
 
 }  // namespace headroom

@@ -1,22 +1,95 @@
 #include "cli/train_flags.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/validators.hpp"
-#include "data/task.hpp"
+#include "nn/config_fields.hpp"
 #include "nn/config_json.hpp"
+#include "train/config_fields.hpp"
 
 namespace headroom::cli {
 namespace {
 
+const CLI::Validator* validator(FlagCheck check) {
+  switch (check) {
+    case FlagCheck::none: return nullptr;
+    case FlagCheck::whole_number: return &kWholeNumber;
+    case FlagCheck::positive_whole_number: return &kPositiveWholeNumber;
+    case FlagCheck::positive: return &kPositive;
+    case FlagCheck::non_negative: return &kNonNegative;
+  }
+  return nullptr;
+}
+
+// A default as the help shows it: numbers and text as fmt writes them, enums by name.
 template <typename V>
-void apply(std::optional<V> flag, V& target) {
-  if (flag) target = *flag;
+auto shown(const V& v) {
+  if constexpr (std::is_enum_v<V>) {
+    return to_string(v);
+  } else if constexpr (std::is_same_v<V, std::optional<double>>) {
+    return v ? fmt::format("{}", *v) : std::string("auto");
+  } else {
+    return v;
+  }
+}
+
+// What CLI11 reads a field's flag text as: an enum's name as text, an optional's value.
+template <typename V>
+struct FlagValue {
+  using type = V;
+};
+template <typename V>
+struct FlagValue<std::optional<V>> {
+  using type = V;
+};
+
+// Registers the flag of each field of one section (a member of TrainConfig) that has
+// one, except those in `skip`. The flags record setters in flags.given.
+template <typename Section, typename ForEachField>
+void add_section_flags(CLI::Option_group& group, TrainFlags& flags, Section TrainConfig::*section,
+                       const char* section_key, ForEachField for_each, const std::vector<std::string>& skip) {
+  const TrainConfig defaults;
+  TrainFlags* f = &flags;
+  for_each([&](const auto& field) {
+    if (!field.flag || std::find(skip.begin(), skip.end(), field.key) != skip.end()) return;
+    using V = std::remove_cvref_t<decltype(defaults.*section.*field.member)>;
+    const auto member = field.member;
+    const std::string key = fmt::format("{}.{}", section_key, field.key);
+    const std::string name = flag_name(field.key, *field.flag);
+    const V dflt = defaults.*section.*field.member;
+    const std::string help = fmt::format(fmt::runtime(field.flag->help), shown(dflt));
+    if constexpr (std::is_same_v<V, bool>) {
+      // A switch: it sets the opposite of the default (--no-bias, --tie-embeddings).
+      group.add_flag_callback(
+          name, [f, key, section, member, on = !dflt] { f->given[key] = [=](TrainConfig& c) { c.*section.*member = on; }; },
+          help);
+      return;
+    }
+    using Read = std::conditional_t<std::is_enum_v<V>, std::string, typename FlagValue<V>::type>;
+    const auto parse = field.parse;
+    CLI::Option* option = group.add_option_function<Read>(
+        name,
+        [f, key, section, member, parse](const Read& value) {
+          f->given[key] = [=](TrainConfig& c) {
+            if constexpr (std::is_enum_v<V>) {
+              c.*section.*member = parse(value);
+            } else {
+              c.*section.*member = value;
+            }
+          };
+        },
+        help);
+    if (const CLI::Validator* check = validator(field.flag->check)) option->check(*check);
+  });
 }
 
 }  // namespace
@@ -40,125 +113,29 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file) {
       object["data"].contains("task") && object["data"]["task"].is_string()) {
     task = object["data"]["task"].get<std::string>();
   }
-  if (f.task) task = *f.task;
+  if (const auto given = f.given.find("data.task"); given != f.given.end()) {
+    TrainConfig probe;
+    given->second(probe);
+    task = probe.data.task;
+  }
   TrainConfig c = task_defaults(task);
   if (!config_file.empty()) update_from_json(c, object, config_file);
-  ModelConfig& m = c.model;
-  apply(f.d_model, m.d_model);
-  apply(f.heads, m.n_heads);
-  apply(f.dk, m.d_k);
-  apply(f.dv, m.d_v);
-  apply(f.kv_heads, m.n_kv_heads);
-  apply(f.layers, m.n_layers);
-  apply(f.d_ff, m.d_ff);
-  apply(f.max_len, m.max_len);
-  if (f.norm) m.norm = parse_norm(*f.norm);
-  if (f.activation) m.activation = parse_activation(*f.activation);
-  if (f.pos) m.pos = parse_pos(*f.pos);
-  if (f.attn_scale) m.attn_scale = *f.attn_scale;
-  if (f.no_bias) m.bias = false;
-  if (f.tie) m.tie_embeddings = true;
-  if (f.non_causal) m.causal = false;
-  apply(f.task, c.data.task);
-  apply(f.text, c.data.text);
-  apply(f.seq_len, c.data.seq_len);
-  apply(f.vocab, c.data.vocab);
-  OptimConfig& o = c.optim;
-  apply(f.optimizer, o.optimizer);
-  apply(f.schedule, o.schedule);
-  apply(f.steps, o.steps);
-  apply(f.batch, o.batch);
-  apply(f.warmup, o.warmup);
-  apply(f.eval_every, o.eval_every);
-  apply(f.eval_batches, o.eval_batches);
-  apply(f.save_every, o.save_every);
-  apply(f.keep_checkpoints, o.keep_checkpoints);
-  apply(f.max_bad_steps, o.max_bad_steps);
-  if (f.detect_anomaly) o.detect_anomaly = true;
-  apply(f.lr, o.lr);
-  apply(f.min_lr, o.min_lr);
-  apply(f.clip, o.clip);
-  apply(f.weight_decay, o.weight_decay);
-  apply(f.momentum, o.momentum);
-  apply(f.seed, o.seed);
-  apply(f.threads, o.threads);
+  for (const auto& [key, set] : f.given) set(c);
   return c;
 }
 
 TrainFlagGroups add_train_flags(CLI::App& app, TrainFlags& flags, TrainFlagSet set) {
-  // (Moved here from train_command.cpp unchanged, so `train --help` reads as before.)
-  TrainFlags* f = &flags;
-  CLI::App* cmd = &app;
-  const bool train = set == TrainFlagSet::train;
-  const TrainConfig d;
-  auto group = [&](const char* name) { return cmd->add_option_group(name); };
-
-  CLI::Option_group* model = group("Model");
-  model->add_option("--d-model", f->d_model, fmt::format("Model width (default {})", d.model.d_model))->check(kWholeNumber);
-  if (train) {
-    model->add_option("--heads", f->heads, fmt::format("Query heads (default {})", d.model.n_heads))->check(kWholeNumber);
-    model->add_option("--dk", f->dk, "Per-head query/key width (default d_model / heads)")->check(kPositiveWholeNumber);
-  }
-  model->add_option("--dv", f->dv, "Per-head value width (default d_k)")->check(kPositiveWholeNumber);
-  if (train) {
-    model->add_option("--kv-heads", f->kv_heads, "Key/value heads: 1 is MQA, fewer than --heads is GQA (default --heads)")->check(kPositiveWholeNumber);
-  }
-  model->add_option("--layers", f->layers, fmt::format("Transformer blocks (default {})", d.model.n_layers))->check(kWholeNumber);
-  model->add_option("--d-ff", f->d_ff, "Feed-forward width (default 4 * d_model)")->check(kPositiveWholeNumber);
-  model->add_option("--max-len", f->max_len, "Longest sequence the model accepts (default --seq-len)")->check(kPositiveWholeNumber);
-  model->add_option("--norm", f->norm, "pre | post (default pre)");
-  model->add_option("--activation", f->activation, "gelu | gelu_tanh | relu (default gelu)");
-  model->add_option("--pos", f->pos, "learned | sinusoidal (default learned)");
-  model->add_option("--attn-scale", f->attn_scale, "Attention score scale (default 1/sqrt(d_k))")->check(kPositive);
-  model->add_flag("--no-bias", f->no_bias, "Linear layers without bias");
-  model->add_flag("--tie-embeddings", f->tie, "Share the output head with the token embedding");
-  model->add_flag("--non-causal", f->non_causal, "Let every position attend to every position");
-
-  CLI::Option_group* data = group("Data");
-  std::string tasks;
-  for (const auto& t : task_names()) tasks += (tasks.empty() ? "" : " | ") + t;
-  data->add_option("--task", f->task, fmt::format("Toy task: {} (default {})", tasks, d.data.task));
-  data->add_option("--text", f->text, "Train a character-level model on this UTF-8 text file instead of a task");
-  data->add_option("--seq-len", f->seq_len, fmt::format("Tokens the model reads per row (default {})", d.data.seq_len))->check(kWholeNumber);
-  data->add_option("--vocab", f->vocab, fmt::format("Toy task vocabulary, 3 special tokens included (default {})",
-                                                   d.data.vocab))->check(kWholeNumber);
-
-  CLI::Option_group* opt = group("Training");
-  opt->add_option("--steps", f->steps, fmt::format("Optimizer steps (default {})", d.optim.steps))->check(kWholeNumber);
-  opt->add_option("--batch", f->batch, fmt::format("Rows per step (default {})", d.optim.batch))->check(kWholeNumber);
-  opt->add_option("--lr", f->lr, fmt::format("Peak learning rate, reached after --warmup steps (default {})",
-                                             d.optim.lr))->check(kPositive);
-  opt->add_option("--optimizer", f->optimizer, "adamw | adam | sgd (default adamw)");
-  opt->add_option("--schedule", f->schedule,
-                  "constant | cosine (linear warm-up, cosine decay to --min-lr) | inverse_sqrt (linear warm-up, "
-                  "then lr * sqrt(warmup / t)) (default cosine)");
-  opt->add_option("--warmup", f->warmup, fmt::format("Warm-up steps (default {})", d.optim.warmup))->check(kWholeNumber);
-  opt->add_option("--min-lr", f->min_lr, "Floor of the cosine decay (default 0)")->check(kNonNegative);
-  opt->add_option("--clip", f->clip, fmt::format("Clip the global gradient norm; 0 is off (default {})", d.optim.clip))->check(kNonNegative);
-  opt->add_option("--weight-decay", f->weight_decay,
-                  fmt::format("AdamW decoupled decay, skipping biases, norms and embeddings; L2 for adam and sgd "
-                              "(default {})",
-                              d.optim.weight_decay))->check(kNonNegative);
-  opt->add_option("--momentum", f->momentum, "SGD momentum (default 0.9)")->check(kNonNegative);
-  if (train) opt->add_option("--seed", f->seed, "Seed for weights, batches and dropout (default 0)")->check(kWholeNumber);
-  opt->add_option("--threads", f->threads, "threads for the GEMMs and for headroom's own loops (default 1)")->check(kWholeNumber);
-  opt->add_option("--eval-every", f->eval_every, fmt::format("Steps between validations (default {})",
-                                                            d.optim.eval_every))->check(kWholeNumber);
-  opt->add_option("--eval-batches", f->eval_batches,
-                  fmt::format("Validation batches per evaluation (default {})", d.optim.eval_batches))->check(kWholeNumber);
-
-  opt->add_option("--save-every", f->save_every,
-                  fmt::format("Steps between rolling checkpoints in --out; 0 saves only at the end and on Ctrl-C "
-                              "(default {})",
-                              d.optim.save_every))->check(kWholeNumber);
-  opt->add_option("--keep-checkpoints", f->keep_checkpoints,
-                  fmt::format("Rolling checkpoints kept (default {})", d.optim.keep_checkpoints))->check(kWholeNumber);
-  opt->add_option("--max-bad-steps", f->max_bad_steps,
-                  fmt::format("Stop after this many consecutive steps with a non-finite loss or gradient norm; "
-                              "such steps never update the weights (default {})",
-                              d.optim.max_bad_steps))->check(kWholeNumber);
-  opt->add_flag("--detect-anomaly", f->detect_anomaly,
-                "Check every op for NaN/Inf and name the first one that makes it (slower)");
+  // ablate sweeps these (and --seeds) with flags of its own.
+  const std::vector<std::string> skip =
+      set == TrainFlagSet::ablate ? std::vector<std::string>{"n_heads", "d_k", "n_kv_heads", "seed"}
+                                  : std::vector<std::string>{};
+  CLI::Option_group* model = app.add_option_group("Model");
+  add_section_flags(*model, flags, &TrainConfig::model, "model", [](auto visit) { for_each_model_field(visit); },
+                    skip);
+  CLI::Option_group* data = app.add_option_group("Data");
+  add_section_flags(*data, flags, &TrainConfig::data, "data", [](auto visit) { for_each_data_field(visit); }, skip);
+  CLI::Option_group* opt = app.add_option_group("Training");
+  add_section_flags(*opt, flags, &TrainConfig::optim, "train", [](auto visit) { for_each_optim_field(visit); }, skip);
   return {.model = model, .data = data, .training = opt};
 }
 

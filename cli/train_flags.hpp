@@ -3,8 +3,8 @@
 // the flags.
 #pragma once
 
-#include <cstdint>
-#include <optional>
+#include <functional>
+#include <map>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -16,19 +16,10 @@ namespace headroom::cli {
 // The settings the user gave; each overrides --config, which overrides the defaults.
 struct TrainFlags {
   std::string config_file;
-  std::optional<std::size_t> d_model, heads, dk, dv, kv_heads, layers, d_ff, max_len;
-  std::optional<std::string> norm, activation, pos;
-  std::optional<double> attn_scale;
-  bool no_bias = false, tie = false, non_causal = false;
-  std::optional<std::string> task, text;
-  std::optional<std::size_t> seq_len, vocab;
-  std::optional<std::string> optimizer, schedule;
-  std::optional<std::size_t> steps, batch, warmup, eval_every, eval_batches, save_every, keep_checkpoints,
-      max_bad_steps;
-  std::optional<double> lr, min_lr, clip, weight_decay, momentum;
-  std::optional<std::uint64_t> seed;
-  std::optional<int> threads;
-  bool detect_anomaly = false;
+  // The train flags given, by config key ("model.d_model"): each writes its value
+  // into a TrainConfig (build_config). An enum's name is parsed there, so a bad one
+  // is the same one-line error as a bad value.
+  std::map<std::string, std::function<void(TrainConfig&)>> given;
 };
 
 struct TrainFlagGroups {
@@ -42,7 +33,9 @@ struct TrainFlagGroups {
 enum class TrainFlagSet { train, ablate };
 
 // Registers the model, data and training flags on `cmd` as option groups that
-// write into `flags` (which must outlive the parse).
+// write into `flags` (which must outlive the parse): one flag per field of the
+// tables in nn/config_fields.hpp and train/config_fields.hpp that has one, in
+// their order.
 TrainFlagGroups add_train_flags(CLI::App& cmd, TrainFlags& flags, TrainFlagSet set = TrainFlagSet::train);
 
 // The config the flags describe on top of `config_file` (none when empty) and the

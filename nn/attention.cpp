@@ -129,8 +129,13 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
     // The fused op (autograd/ops_attention.cpp): every head in one pass, reading the
     // packed projections in place. Dropout on the weights needs the composed form.
     xt::xarray<T> weights;
-    Tensor<T> ctx = attention(q_proj_.forward(x), k_proj_.forward(x), v_proj_.forward(x), H, G, static_cast<T>(scale_),
-                              options_.causal, key_padding_mask, need_weights ? &weights : nullptr);  // (B, T, H dv)
+    Tensor<T> ctx = attention(q_proj_.forward(x), k_proj_.forward(x), v_proj_.forward(x),
+                              {.n_heads = H,
+                               .n_kv_heads = G,
+                               .scale = static_cast<T>(scale_),
+                               .causal = options_.causal,
+                               .key_padding = key_padding_mask,
+                               .weights = need_weights ? &weights : nullptr});  // (B, T, H dv)
     if (head_gate_ || sum_heads) {
       Tensor<T> heads = reshape(ctx, {B, T_, H, dv});
       if (head_gate_) heads = mul(heads, reshape(*head_gate_, {1, 1, H, 1}));

@@ -2,10 +2,14 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "nn/attention.hpp"
+#include "nn/config_fields.hpp"
 #include "nn/config_json.hpp"
 
 namespace headroom {
@@ -27,7 +31,19 @@ std::string to_string(PositionEncoding pos) {
   return pos == PositionEncoding::learned ? "learned" : "sinusoidal";
 }
 
-ModelConfig ModelConfig::resolved() const {
+AttentionOptions attention_options(const ModelConfig& c) {
+  return AttentionOptions{.d_model = c.d_model,
+                          .n_heads = c.n_heads,
+                          .d_k = c.d_k,
+                          .d_v = c.d_v,
+                          .n_kv_heads = c.n_kv_heads,
+                          .head_combine = c.head_combine,
+                          .causal = c.causal,
+                          .bias = c.bias,
+                          .attn_scale = c.attn_scale};
+}
+
+ResolvedModelConfig ModelConfig::resolved() const {
   ModelConfig r = *this;
   auto positive = [](const char* key, std::size_t v) {
     if (v == 0) throw std::invalid_argument(fmt::format("model config: {} must be positive, got 0", key));
@@ -42,16 +58,7 @@ ModelConfig ModelConfig::resolved() const {
     throw std::invalid_argument(fmt::format("model config: ln_eps must be a positive number, got {}", ln_eps));
   }
   // The attention options resolve and check d_k, d_v, n_kv_heads and attn_scale.
-  const AttentionOptions a = AttentionOptions{.d_model = d_model,
-                                              .n_heads = n_heads,
-                                              .d_k = d_k,
-                                              .d_v = d_v,
-                                              .n_kv_heads = n_kv_heads,
-                                              .head_combine = head_combine,
-                                              .causal = causal,
-                                              .bias = bias,
-                                              .attn_scale = attn_scale}
-                                 .resolved();
+  const AttentionOptions a = attention_options(*this).resolved();
   r.d_k = a.d_k;
   r.d_v = a.d_v;
   r.n_kv_heads = a.n_kv_heads;
@@ -60,29 +67,7 @@ ModelConfig ModelConfig::resolved() const {
     throw std::invalid_argument(fmt::format(
         "model config: sinusoidal positions need an even d_model, got {}", d_model));
   }
-  return r;
-}
-
-nlohmann::json to_json(const ModelConfig& config) {
-  const ModelConfig c = config.resolved();
-  return nlohmann::json{{"vocab", c.vocab},
-                        {"d_model", c.d_model},
-                        {"n_layers", c.n_layers},
-                        {"n_heads", c.n_heads},
-                        {"n_kv_heads", c.n_kv_heads},
-                        {"d_k", c.d_k},
-                        {"d_v", c.d_v},
-                        {"head_combine", to_string(c.head_combine)},
-                        {"d_ff", c.d_ff},
-                        {"max_len", c.max_len},
-                        {"norm", to_string(c.norm)},
-                        {"activation", to_string(c.activation)},
-                        {"pos", to_string(c.pos)},
-                        {"causal", c.causal},
-                        {"attn_scale", *c.attn_scale},
-                        {"ln_eps", c.ln_eps},
-                        {"bias", c.bias},
-                        {"tie_embeddings", c.tie_embeddings}};
+  return ResolvedModelConfig(r);
 }
 
 namespace {
@@ -139,7 +124,51 @@ auto read_choice(const nlohmann::json& v, const std::string& key, const std::str
   return with_context(source, key, [&] { return parse(name); });
 }
 
+// The JSON form of one field's value; a resolved config always has attn_scale.
+template <typename V>
+nlohmann::json json_value(const V& v) {
+  if constexpr (std::is_enum_v<V>) {
+    return to_string(v);
+  } else if constexpr (std::is_same_v<V, std::optional<double>>) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  } else {
+    return v;
+  }
+}
+
+// Reads one field's value from JSON, with the messages of the read_* above.
+template <typename V>
+V read_value(const nlohmann::json& v, const std::string& key, const std::string& source,
+             V (*parse)(const std::string&)) {
+  if constexpr (std::is_enum_v<V>) {
+    return read_choice(v, key, source, parse);
+  } else if constexpr (std::is_same_v<V, std::optional<double>>) {
+    return v.is_null() ? std::nullopt : std::optional<double>(read_number(v, key, source));
+  } else if constexpr (std::is_same_v<V, bool>) {
+    return read_bool(v, key, source);
+  } else if constexpr (std::is_same_v<V, double>) {
+    return read_number(v, key, source);
+  } else {
+    static_assert(std::is_same_v<V, std::size_t>);
+    return read_size(v, key, source);
+  }
+}
+
 }  // namespace
+
+nlohmann::json to_json(const ResolvedModelConfig& config) {
+  nlohmann::json j = nlohmann::json::object();
+  for_each_model_field([&](const auto& f) { j[f.key] = json_value(config.get().*f.member); });
+  return j;
+}
+
+nlohmann::json to_json(const ModelConfig& config) { return to_json(config.resolved()); }
+
+std::vector<std::string> model_config_keys() {
+  std::vector<std::string> keys;
+  for_each_model_field([&](const auto& f) { keys.emplace_back(f.key); });
+  return keys;
+}
 
 void update_from_json(ModelConfig& c, const nlohmann::json& object, const std::string& source) {
   if (!object.is_object()) {
@@ -147,34 +176,18 @@ void update_from_json(ModelConfig& c, const nlohmann::json& object, const std::s
                                             type_name(object)));
   }
   for (const auto& item : object.items()) {
-    // Named references, not structured bindings: lambdas below capture them, which
+    // A named reference, not a structured binding: the lambda captures it, which
     // clang before 16 rejects for bindings (the fuzz build uses clang 14).
     const std::string& key = item.key();
-    const nlohmann::json& v = item.value();
-    if (key == "vocab") c.vocab = read_size(v, key, source);
-    else if (key == "d_model") c.d_model = read_size(v, key, source);
-    else if (key == "n_layers") c.n_layers = read_size(v, key, source);
-    else if (key == "n_heads") c.n_heads = read_size(v, key, source);
-    else if (key == "n_kv_heads") c.n_kv_heads = read_size(v, key, source);
-    else if (key == "d_k") c.d_k = read_size(v, key, source);
-    else if (key == "d_v") c.d_v = read_size(v, key, source);
-    else if (key == "head_combine") c.head_combine = read_choice(v, key, source, parse_head_combine);
-    else if (key == "d_ff") c.d_ff = read_size(v, key, source);
-    else if (key == "max_len") c.max_len = read_size(v, key, source);
-    else if (key == "norm") c.norm = read_choice(v, key, source, parse_norm);
-    else if (key == "activation") c.activation = read_choice(v, key, source, parse_activation);
-    else if (key == "pos") c.pos = read_choice(v, key, source, parse_pos);
-    else if (key == "causal") c.causal = read_bool(v, key, source);
-    else if (key == "attn_scale") c.attn_scale = v.is_null() ? std::nullopt : std::optional<double>(read_number(v, key, source));
-    else if (key == "ln_eps") c.ln_eps = read_number(v, key, source);
-    else if (key == "bias") c.bias = read_bool(v, key, source);
-    else if (key == "tie_embeddings") c.tie_embeddings = read_bool(v, key, source);
-    else {
-      throw std::invalid_argument(fmt::format(
-          "{}: unknown model config key '{}' (keys: vocab, d_model, n_layers, n_heads, n_kv_heads, d_k, "
-          "d_v, head_combine, d_ff, max_len, norm, activation, pos, causal, attn_scale, ln_eps, bias, "
-          "tie_embeddings)",
-          source, key));
+    bool known = false;
+    for_each_model_field([&](const auto& f) {
+      if (known || key != f.key) return;
+      known = true;
+      c.*f.member = read_value(item.value(), key, source, f.parse);
+    });
+    if (!known) {
+      throw std::invalid_argument(fmt::format("{}: unknown model config key '{}' (keys: {})", source, key,
+                                              fmt::join(model_config_keys(), ", ")));
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nn/attention.hpp"
 #include "nn/feed_forward.hpp"
@@ -19,6 +20,10 @@ PositionEncoding parse_pos(const std::string& name);  // "learned" | "sinusoidal
 std::string to_string(NormPlacement norm);
 std::string to_string(PositionEncoding pos);
 
+class ResolvedModelConfig;
+
+// Each field's key and flag are in nn/config_fields.hpp; adding a field means adding
+// it here and there.
 struct ModelConfig {
   std::size_t vocab = 0;       // set from the data
   std::size_t d_model = 64;
@@ -41,9 +46,36 @@ struct ModelConfig {
 
   // Every default filled in and every value checked; a bad value or combination is
   // a std::invalid_argument naming the key and the numbers.
-  ModelConfig resolved() const;
+  ResolvedModelConfig resolved() const;
+
+  friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
 
+// A ModelConfig that resolved() has made: every value checked, and n_kv_heads, d_k,
+// d_v, d_ff and attn_scale filled in. Only resolved() makes one, so code that takes
+// one (TransformerLM, to_json) trusts it instead of resolving again. It reads as a
+// const ModelConfig& (`config->d_k`, or pass it where a ModelConfig is wanted); to
+// change a field, copy it into a ModelConfig and resolve that.
+class ResolvedModelConfig {
+ public:
+  const ModelConfig& get() const { return config_; }
+  const ModelConfig* operator->() const { return &config_; }
+  operator const ModelConfig&() const { return config_; }  // NOLINT: reads as its config
+
+  friend bool operator==(const ResolvedModelConfig&, const ResolvedModelConfig&) = default;
+
+ private:
+  friend struct ModelConfig;
+  explicit ResolvedModelConfig(const ModelConfig& config) : config_(config) {}
+  ModelConfig config_;
+};
+
+// The options every attention layer of a model with this config uses (resolved
+// when the config is).
+AttentionOptions attention_options(const ModelConfig& config);
+
+// config.json's model keys, in the field table's order (nn/config_fields.hpp).
+std::vector<std::string> model_config_keys();
 // The resolved config as a JSON object with every key written explicitly.
 std::string model_config_to_json(const ModelConfig& config);
 // Strict parse: an unknown key, a wrong type or a bad value is a

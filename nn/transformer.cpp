@@ -7,18 +7,6 @@
 
 namespace headroom {
 
-AttentionOptions attention_options(const ModelConfig& c) {
-  return AttentionOptions{.d_model = c.d_model,
-                          .n_heads = c.n_heads,
-                          .d_k = c.d_k,
-                          .d_v = c.d_v,
-                          .n_kv_heads = c.n_kv_heads,
-                          .head_combine = c.head_combine,
-                          .causal = c.causal,
-                          .bias = c.bias,
-                          .attn_scale = c.attn_scale};
-}
-
 template <typename T>
 TransformerBlock<T>::TransformerBlock(const BlockOptions& options, Rng& rng)
     : norm_(options.norm),
@@ -48,10 +36,13 @@ Tensor<T> TransformerBlock<T>::forward(const Tensor<T>& x, const Mask* key_paddi
 }
 
 template <typename T>
-TransformerLM<T>::TransformerLM(const ModelConfig& config, Rng& rng)
-    : config_(config.resolved()),
-      tok_emb_({.num_embeddings = config_.vocab, .dim = config_.d_model}, rng),
-      ln_f_({.dim = config_.d_model, .eps = config_.ln_eps}) {
+TransformerLM<T>::TransformerLM(const ModelConfig& config, Rng& rng) : TransformerLM(config.resolved(), rng) {}
+
+template <typename T>
+TransformerLM<T>::TransformerLM(const ResolvedModelConfig& config, Rng& rng)
+    : config_(config),
+      tok_emb_({.num_embeddings = config->vocab, .dim = config->d_model}, rng),
+      ln_f_({.dim = config->d_model, .eps = config->ln_eps}) {
   const ModelConfig& c = config_;
   this->register_module("tok_emb", tok_emb_);
   if (c.pos == PositionEncoding::learned) {
@@ -90,9 +81,9 @@ Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens, std::vector<Tensor
     throw ShapeError(fmt::format("TransformerLM: tokens must be (B, T), got {}", format_shape(s)));
   }
   const std::size_t B = s[0], T_ = s[1];
-  if (T_ == 0 || T_ > config_.max_len) {
+  if (T_ == 0 || T_ > config_->max_len) {
     throw std::invalid_argument(fmt::format(
-        "TransformerLM: sequence length {} is not in [1, max_len={}]", T_, config_.max_len));
+        "TransformerLM: sequence length {} is not in [1, max_len={}]", T_, config_->max_len));
   }
   (void)B;
   Tensor<T> x = tok_emb_.forward(tokens);  // (B, T, C)
@@ -101,8 +92,8 @@ Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens, std::vector<Tensor
     for (std::size_t t = 0; t < T_; ++t) positions(t) = static_cast<Index>(t);
     x = add(x, pos_emb_->forward(positions));  // + (T, C), broadcast over the batch
   } else {
-    xt::xarray<T> table = xt::xarray<T>::from_shape({T_, config_.d_model});  // (T, C)
-    std::copy_n(sinusoid_.data(), T_ * config_.d_model, table.data());
+    xt::xarray<T> table = xt::xarray<T>::from_shape({T_, config_->d_model});  // (T, C)
+    std::copy_n(sinusoid_.data(), T_ * config_->d_model, table.data());
     x = add(x, Tensor<T>(std::move(table)));
   }
   if (attention_weights) attention_weights->assign(blocks_.size(), Tensor<T>());

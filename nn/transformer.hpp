@@ -44,17 +44,15 @@ class TransformerBlock : public Module<T> {
   FeedForward<T> ffn_;
 };
 
-// The attention options every block of a model with this (resolved) config uses,
-// with the default output initialisation (TransformerLM scales it per depth).
-AttentionOptions attention_options(const ModelConfig& config);
-
 template <typename T>
 class TransformerLM : public Module<T> {
  public:
   // Initialisation (GPT-2, as nanoGPT): weights N(0, 0.02^2), the two projections
   // that write into the residual stream (attn.out_proj, ffn.fc2) N(0, (0.02 /
   // sqrt(2 n_layers))^2), biases 0, LayerNorm weight 1 and bias 0.
+  // A plain ModelConfig is resolved first (and may throw); a resolved one is used as is.
   TransformerLM(const ModelConfig& config, Rng& rng);
+  TransformerLM(const ResolvedModelConfig& config, Rng& rng);
 
   // tokens (B, T) with T <= max_len -> logits (B, T, V). With attention_weights
   // non-null, it receives each layer's attention weights (B, H, T, T), in order.
@@ -64,12 +62,13 @@ class TransformerLM : public Module<T> {
   // omitted).
   Tensor<T> loss(const IndexArray& tokens, const Mask* target_mask = nullptr);
 
-  const ModelConfig& config() const { return config_; }  // resolved
+  const ModelConfig& config() const { return config_.get(); }  // resolved
+  const ResolvedModelConfig& resolved_config() const { return config_; }
   std::size_t n_layers() const { return blocks_.size(); }
   TransformerBlock<T>& block(std::size_t i) { return *blocks_.at(i); }
 
  private:
-  ModelConfig config_;
+  ResolvedModelConfig config_;
   Embedding<T> tok_emb_;
   std::unique_ptr<Embedding<T>> pos_emb_;  // learned positions only
   xt::xarray<T> sinusoid_;                 // (max_len, C), sinusoidal positions only

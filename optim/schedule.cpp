@@ -37,38 +37,45 @@ LrSchedule LrSchedule::warmup_cosine(const LrScheduleOptions& options) {
 
 LrSchedule LrSchedule::inverse_sqrt(const LrScheduleOptions& options) {
   const char* who = "inverse_sqrt schedule";
-  if (options.d_model == 0) {
-    throw std::invalid_argument(fmt::format("{}: d_model must be > 0, got 0", who));
-  }
   if (options.warmup == 0) {
-    // warmup^-1.5 would be infinite.
+    // sqrt(warmup / t) would be 0 from the first step.
     throw std::invalid_argument(fmt::format("{}: warmup must be > 0, got 0", who));
   }
-  detail::require_finite_positive(who, "scale", options.scale);
+  detail::require_finite_positive(who, "lr", options.lr);
   return LrSchedule(LrScheduleKind::inverse_sqrt, options);
 }
 
 const std::vector<std::string>& LrSchedule::schedule_names() {
-  static const std::vector<std::string> names = {"constant", "cosine", "inverse_sqrt"};
+  static const std::vector<std::string> names = {"constant", "cosine", "inverse_sqrt"};  // LrScheduleKind's order
   return names;
 }
 
-LrSchedule LrSchedule::from_name(std::string_view name, const LrScheduleOptions& options) {
-  if (name == "constant") return constant(options);
-  if (name == "cosine") return warmup_cosine(options);
-  if (name == "inverse_sqrt") return inverse_sqrt(options);
+LrScheduleKind parse_lr_schedule(const std::string& name) {
+  if (name == "constant") return LrScheduleKind::constant;
+  if (name == "cosine") return LrScheduleKind::warmup_cosine;
+  if (name == "inverse_sqrt") return LrScheduleKind::inverse_sqrt;
   throw std::invalid_argument(fmt::format("unknown lr schedule '{}'; valid names are {}", name,
-                                          fmt::join(schedule_names(), ", ")));
+                                          fmt::join(LrSchedule::schedule_names(), ", ")));
 }
 
-std::string_view LrSchedule::name() const {
-  switch (kind_) {
-    case LrScheduleKind::constant: return "constant";
-    case LrScheduleKind::warmup_cosine: return "cosine";
-    case LrScheduleKind::inverse_sqrt: return "inverse_sqrt";
-  }
-  return "constant";  // unreachable; keeps -Wreturn-type quiet
+std::string to_string(LrScheduleKind kind) {
+  return LrSchedule::schedule_names().at(static_cast<std::size_t>(kind));
 }
+
+LrSchedule LrSchedule::of_kind(LrScheduleKind kind, const LrScheduleOptions& options) {
+  switch (kind) {
+    case LrScheduleKind::constant: return constant(options);
+    case LrScheduleKind::warmup_cosine: return warmup_cosine(options);
+    case LrScheduleKind::inverse_sqrt: return inverse_sqrt(options);
+  }
+  return constant(options);  // unreachable
+}
+
+LrSchedule LrSchedule::from_name(std::string_view name, const LrScheduleOptions& options) {
+  return of_kind(parse_lr_schedule(std::string(name)), options);
+}
+
+std::string_view LrSchedule::name() const { return schedule_names().at(static_cast<std::size_t>(kind_)); }
 
 double LrSchedule::lr_at(std::size_t step) const {
   if (step == 0) {
@@ -88,8 +95,7 @@ double LrSchedule::lr_at(std::size_t step) const {
     }
     case LrScheduleKind::inverse_sqrt: {
       const double warmup = static_cast<double>(o.warmup);
-      return o.scale / std::sqrt(static_cast<double>(o.d_model)) *
-             std::min(1 / std::sqrt(t), t * std::pow(warmup, -1.5));
+      return o.lr * std::min(t / warmup, std::sqrt(warmup / t));
     }
   }
   return o.lr;  // unreachable

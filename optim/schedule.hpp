@@ -11,10 +11,11 @@
 //                 A linear warm-up from 0 to the peak lr, then half a cosine down to
 //                 min_lr at total_steps (Loshchilov and Hutter, 2017, SGDR, without
 //                 restarts), then held at min_lr.
-//   inverse_sqrt  lr_at(t) = scale * d_model^-0.5 * min(t^-0.5, t * warmup^-1.5)
-//                 Vaswani et al., 2017, "Attention Is All You Need", eq. (3): linear
-//                 growth for warmup steps to the peak scale * (d_model * warmup)^-0.5
-//                 at t = warmup, then decay with t^-0.5.
+//   inverse_sqrt  lr_at(t) = lr * min(t / warmup, sqrt(warmup / t))
+//                 Vaswani et al., 2017, "Attention Is All You Need", eq. (3), written
+//                 with its peak: linear growth for warmup steps to lr at t = warmup,
+//                 then decay with t^-0.5. The paper's d_model^-0.5 * min(t^-0.5,
+//                 t * warmup^-1.5) is lr = (d_model * warmup)^-0.5.
 //
 // Every kind is made from one options aggregate and reads only its own fields, so
 // a command line can fill all of them and pick the kind by name:
@@ -30,13 +31,16 @@ namespace headroom {
 
 enum class LrScheduleKind { constant, warmup_cosine, inverse_sqrt };
 
+// The names from_name accepts: "constant", "cosine" (warmup_cosine), "inverse_sqrt";
+// any other is an error listing them.
+LrScheduleKind parse_lr_schedule(const std::string& name);
+std::string to_string(LrScheduleKind kind);
+
 struct LrScheduleOptions {
-  double lr = 3e-4;             // constant: the rate; cosine: the peak after warm-up
+  double lr = 3e-4;             // the rate (constant) or the peak after warm-up
   std::size_t warmup = 0;       // cosine (may be 0) and inverse_sqrt (must be > 0)
   std::size_t total_steps = 0;  // cosine: > 0 and >= warmup
   double min_lr = 0;            // cosine: the floor, in [0, lr]
-  std::size_t d_model = 0;      // inverse_sqrt: > 0
-  double scale = 1;             // inverse_sqrt: > 0
 };
 
 class LrSchedule {
@@ -49,8 +53,8 @@ class LrSchedule {
   static LrSchedule constant(const LrScheduleOptions& options);
   static LrSchedule warmup_cosine(const LrScheduleOptions& options);
   static LrSchedule inverse_sqrt(const LrScheduleOptions& options);
-  // name is one of schedule_names(): "constant", "cosine" (warmup_cosine) or
-  // "inverse_sqrt"; any other is an error listing them.
+  static LrSchedule of_kind(LrScheduleKind kind, const LrScheduleOptions& options);
+  // name is one of schedule_names() (parse_lr_schedule).
   static LrSchedule from_name(std::string_view name, const LrScheduleOptions& options);
   static const std::vector<std::string>& schedule_names();
 

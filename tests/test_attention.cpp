@@ -426,7 +426,9 @@ TEST_CASE("the fused attention op equals the composed ops it replaced, values an
       composed_in.emplace_back(value, true);
     }
     xt::xarray<double> weights;
-    const D fused = hr::attention(fused_in[0], fused_in[1], fused_in[2], l.H, l.G, 0.6, l.causal, padding, &weights);
+    const D fused = hr::attention(fused_in[0], fused_in[1], fused_in[2],
+                                  {.n_heads = l.H, .n_kv_heads = l.G, .scale = 0.6, .causal = l.causal,
+                                   .key_padding = padding, .weights = &weights});
     const D composed = composed_attention(composed_in[0], composed_in[1], composed_in[2], l.H, l.G, 0.6, l.causal,
                                           padding);
     REQUIRE(fused.shape() == composed.shape());

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include "nn/config_fields.hpp"
 #include "nn/config_json.hpp"
 #include "nn/dropout.hpp"
 #include "nn/transformer.hpp"
@@ -170,6 +171,108 @@ TEST_CASE("model config: head_combine defaults to concat, is always written, rou
   hr::ModelConfig updated{.vocab = 5};
   hr::update_from_json(updated, nlohmann::json{{"head_combine", "sum"}}, "cli");
   CHECK(updated.head_combine == hr::HeadCombine::sum);
+}
+
+// A config in which every field differs from its default and which still resolves.
+static hr::ModelConfig every_field_set() {
+  return {.vocab = 11, .d_model = 24, .n_layers = 3, .n_heads = 6, .n_kv_heads = 3, .d_k = 5, .d_v = 7,
+          .head_combine = hr::HeadCombine::sum, .d_ff = 40, .max_len = 9, .norm = hr::NormPlacement::post,
+          .activation = hr::Activation::relu, .pos = hr::PositionEncoding::sinusoidal, .causal = false,
+          .attn_scale = 0.3, .ln_eps = 1e-6, .bias = false, .tie_embeddings = true};
+}
+
+TEST_CASE("model config field table: every field round-trips through JSON under its key") {
+  const hr::ModelConfig set = every_field_set().resolved();
+  const hr::ModelConfig defaults;
+  const nlohmann::json json = hr::to_json(set);
+  hr::ModelConfig back;  // the defaults, then every key read
+  hr::update_from_json(back, json, "cfg.json");
+  std::size_t fields = 0;
+  hr::for_each_model_field([&](const auto& f) {
+    CAPTURE(std::string(f.key));
+    ++fields;
+    CHECK(json.contains(f.key));
+    CHECK_MESSAGE(set.*f.member != defaults.*f.member, "every_field_set() leaves it at its default");
+    CHECK(back.*f.member == set.*f.member);
+  });
+  CHECK(fields == 18);
+  CHECK(json.size() == fields);  // no key outside the table
+  CHECK(back == set);
+  CHECK(hr::model_config_keys().size() == fields);
+}
+
+TEST_CASE("model config field table: the unknown-key message lists every key, in table order") {
+  std::string keys;
+  hr::for_each_model_field([&](const auto& f) { keys += (keys.empty() ? "" : ", ") + std::string(f.key); });
+  CHECK(keys ==
+        "vocab, d_model, n_layers, n_heads, n_kv_heads, d_k, d_v, head_combine, d_ff, max_len, norm, activation, pos, "
+        "causal, attn_scale, ln_eps, bias, tie_embeddings");
+  CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "heads": 4})", "cfg.json"),
+                       ("cfg.json: unknown model config key 'heads' (keys: " + keys + ")").c_str(),
+                       std::invalid_argument);
+}
+
+TEST_CASE("model config enums: every name parses back to its value, and a bad name is named") {
+  for (const auto v : {hr::NormPlacement::pre, hr::NormPlacement::post}) CHECK(hr::parse_norm(hr::to_string(v)) == v);
+  for (const auto v : {hr::PositionEncoding::learned, hr::PositionEncoding::sinusoidal}) {
+    CHECK(hr::parse_pos(hr::to_string(v)) == v);
+  }
+  for (const auto v : {hr::HeadCombine::concat, hr::HeadCombine::sum}) {
+    CHECK(hr::parse_head_combine(hr::to_string(v)) == v);
+  }
+  for (const auto v : {hr::Activation::gelu, hr::Activation::gelu_tanh, hr::Activation::relu}) {
+    CHECK(hr::parse_activation(hr::to_string(v)) == v);
+  }
+  CHECK(hr::to_string(hr::NormPlacement::post) == "post");
+  CHECK(hr::to_string(hr::PositionEncoding::sinusoidal) == "sinusoidal");
+  CHECK_THROWS_WITH_AS(hr::parse_norm("middle"), "norm must be 'pre' or 'post', got 'middle'", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::parse_pos("rotary"), "pos must be 'learned' or 'sinusoidal', got 'rotary'",
+                       std::invalid_argument);
+}
+
+TEST_CASE("model config: operator== compares fields; resolved configs compare what they resolve to") {
+  const hr::ModelConfig a{.vocab = 10, .d_model = 32, .n_heads = 4};
+  hr::ModelConfig b = a;
+  CHECK(a == b);
+  b.d_ff = 4 * 32;  // the default d_ff, spelled out
+  CHECK(a != b);
+  CHECK(a.resolved() == b.resolved());
+  b.d_k = 8;  // d_model / n_heads, spelled out
+  CHECK(a.resolved() == b.resolved());
+  b.d_k = 4;
+  CHECK(a.resolved() != b.resolved());
+  hr::ModelConfig c = a;
+  c.attn_scale = 1 / std::sqrt(8.0);  // the default scale for d_k = 8
+  CHECK(a.resolved() == c.resolved());
+  c.tie_embeddings = true;
+  CHECK(a.resolved() != c.resolved());
+}
+
+TEST_CASE("resolved config: filled in once, read as a ModelConfig, and taken as is by TransformerLM") {
+  const hr::ResolvedModelConfig r = hr::ModelConfig{.vocab = 10, .d_model = 32, .n_heads = 4, .max_len = 8}.resolved();
+  CHECK(r->d_k == 8);
+  CHECK(r.get().n_kv_heads == 4);
+  const hr::ModelConfig& plain = r;
+  CHECK(plain.d_ff == 128);
+  CHECK(plain.resolved() == r);  // resolving a resolved config changes nothing
+  hr::Rng rng(1), same(1);
+  const hr::TransformerLM<float> from_resolved(r, rng);
+  hr::TransformerLM<float> from_plain(hr::ModelConfig{.vocab = 10, .d_model = 32, .n_heads = 4, .max_len = 8},
+                                      same);
+  CHECK(from_resolved.resolved_config() == r);
+  CHECK(from_plain.resolved_config() == r);
+  CHECK(from_plain.config().attn_scale == r->attn_scale);
+
+  const hr::AttentionOptions a = hr::attention_options(r);
+  CHECK(a.d_model == 32);
+  CHECK(a.n_heads == 4);
+  CHECK(a.d_k == 8);
+  CHECK(a.d_v == 8);
+  CHECK(a.n_kv_heads == 4);
+  CHECK(a.causal);
+  CHECK(a.bias);
+  CHECK(a.attn_scale == r->attn_scale);
+  CHECK(from_plain.block(0).attention().options().d_k == 8);
 }
 
 TEST_CASE("heads summed: out_proj.weight is (d_model, d_v) in every block, and the loss is finite") {

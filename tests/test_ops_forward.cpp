@@ -300,9 +300,11 @@ std::map<std::string, Runner> make_runners() {
   r["attention"] = [](const FixtureCase& c) {
     const hr::Mask padding = c.find("mask") ? c.mask("mask") : hr::Mask();
     return std::vector<F>{hr::attention(c.input("q"), c.input("k"), c.input("v"),
-                                        static_cast<std::size_t>(c.integer("n_heads")),
-                                        static_cast<std::size_t>(c.integer("n_kv_heads")), c.real("scale"),
-                                        c.integer("causal") != 0, c.find("mask") ? &padding : nullptr)};
+                                        {.n_heads = static_cast<std::size_t>(c.integer("n_heads")),
+                                         .n_kv_heads = static_cast<std::size_t>(c.integer("n_kv_heads")),
+                                         .scale = c.real("scale"),
+                                         .causal = c.integer("causal") != 0,
+                                         .key_padding = c.find("mask") ? &padding : nullptr})};
   };
   return r;
 }

@@ -537,23 +537,29 @@ TEST_CASE("LrSchedule: cosine with warm-up") {
 }
 
 TEST_CASE("LrSchedule: inverse_sqrt (Attention Is All You Need, eq. 3)") {
-  // d_model 512, warmup 4000: lr = 512^-0.5 * min(t^-0.5, t * 4000^-1.5).
-  const hr::LrSchedule s =
-      hr::LrSchedule::from_name("inverse_sqrt", {.warmup = 4000, .d_model = 512});
+  // The paper's d_model 512, warmup 4000: lr = 512^-0.5 * min(t^-0.5, t * 4000^-1.5),
+  // which is our peak form with lr = (512 * 4000)^-0.5 = 6.98771242968684e-4.
+  const double peak = 1 / std::sqrt(512.0 * 4000.0);
+  const hr::LrSchedule s = hr::LrSchedule::from_name("inverse_sqrt", {.lr = peak, .warmup = 4000});
   CHECK(s.kind() == hr::LrScheduleKind::inverse_sqrt);
   CHECK(s.name() == "inverse_sqrt");
-  // t = warmup, the peak: 512^-0.5 * 4000^-0.5 = (2048000)^-0.5 = 6.9877124296868...e-4
-  CHECK(s.lr_at(4000) == doctest::Approx(1 / std::sqrt(2048000.0)).epsilon(1e-14));
+  // t = warmup is the peak, lr itself.
+  CHECK(s.lr_at(4000) == doctest::Approx(peak).epsilon(1e-15));
   CHECK(s.lr_at(4000) == doctest::Approx(6.98771242968684e-4).epsilon(1e-12));
   // t = 1: 512^-0.5 * 4000^-1.5 = 1 / (22.627417 * 252982.21) = 1.7469281e-7
   CHECK(s.lr_at(1) == doctest::Approx(1 / (std::sqrt(512.0) * std::pow(4000.0, 1.5))).epsilon(1e-14));
   CHECK(s.lr_at(1) == doctest::Approx(1.7469281e-7).epsilon(1e-7));
-  // t = 16000 = 4 * warmup: t^-0.5 is half of warmup^-0.5, so half the peak.
-  CHECK(s.lr_at(16000) == doctest::Approx(s.lr_at(4000) / 2).epsilon(1e-14));
-  // scale multiplies everything.
-  const hr::LrSchedule twice =
-      hr::LrSchedule::inverse_sqrt({.warmup = 4000, .d_model = 512, .scale = 2});
-  CHECK(twice.lr_at(123) == doctest::Approx(2 * s.lr_at(123)).epsilon(1e-15));
+  // After warm-up, lr * sqrt(warmup / t): half the peak at t = 4 * warmup.
+  for (const std::size_t t : {4001, 5000, 16000, 123457}) {
+    CAPTURE(t);
+    CHECK(s.lr_at(t) == doctest::Approx(peak * std::sqrt(4000.0 / static_cast<double>(t))).epsilon(1e-14));
+  }
+  CHECK(s.lr_at(16000) == doctest::Approx(peak / 2).epsilon(1e-14));
+  // The peak is whatever lr says: --lr 3e-3 --warmup 100.
+  const hr::LrSchedule cli = hr::LrSchedule::inverse_sqrt({.lr = 3e-3, .warmup = 100});
+  CHECK(cli.lr_at(100) == doctest::Approx(3e-3).epsilon(1e-15));
+  CHECK(cli.lr_at(50) == doctest::Approx(1.5e-3).epsilon(1e-15));
+  CHECK(cli.lr_at(400) == doctest::Approx(1.5e-3).epsilon(1e-15));
   // Linear rise to the peak, decay after it.
   for (std::size_t t = 1; t + 37 <= 4000; t += 37) {
     CHECK_MESSAGE(s.lr_at(t) < s.lr_at(t + 37), "t = " << t);
@@ -679,12 +685,18 @@ TEST_CASE("clipping and schedules are validated with the value in the message") 
   CHECK_THROWS_WITH_AS(
       hr::LrSchedule::warmup_cosine({.lr = 1e-3, .total_steps = 100, .min_lr = 0.01}),
       "cosine schedule: min_lr must be in [0, lr=0.001], got 0.01", invalid_argument);
-  CHECK_THROWS_WITH_AS(hr::LrSchedule::inverse_sqrt({.warmup = 4000}),
-                       "inverse_sqrt schedule: d_model must be > 0, got 0", invalid_argument);
-  CHECK_THROWS_WITH_AS(hr::LrSchedule::inverse_sqrt({.warmup = 0, .d_model = 512}),
+  CHECK_THROWS_WITH_AS(hr::LrSchedule::inverse_sqrt({.warmup = 0}),
                        "inverse_sqrt schedule: warmup must be > 0, got 0", invalid_argument);
-  CHECK_THROWS_WITH_AS(hr::LrSchedule::inverse_sqrt({.warmup = 10, .d_model = 512, .scale = 0}),
-                       "inverse_sqrt schedule: scale must be finite and > 0, got 0",
+  CHECK_THROWS_WITH_AS(hr::LrSchedule::inverse_sqrt({.lr = 0, .warmup = 10}),
+                       "inverse_sqrt schedule: lr must be finite and > 0, got 0", invalid_argument);
+  for (const auto kind : {hr::LrScheduleKind::constant, hr::LrScheduleKind::warmup_cosine,
+                          hr::LrScheduleKind::inverse_sqrt}) {
+    CHECK(hr::parse_lr_schedule(hr::to_string(kind)) == kind);
+    CHECK(hr::LrSchedule::of_kind(kind, {.lr = 1e-3, .warmup = 1, .total_steps = 10}).name() == hr::to_string(kind));
+  }
+  CHECK(hr::to_string(hr::LrScheduleKind::warmup_cosine) == "cosine");
+  CHECK_THROWS_WITH_AS(hr::parse_lr_schedule("linear"),
+                       "unknown lr schedule 'linear'; valid names are constant, cosine, inverse_sqrt",
                        invalid_argument);
   CHECK_THROWS_WITH_AS(hr::LrSchedule().lr_at(0),
                        "LrSchedule::lr_at: steps count from 1 (the first update), got 0",

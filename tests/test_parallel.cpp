@@ -140,7 +140,7 @@ TEST_CASE("attention gives the same values and gradients on 1 and 2 threads") {
   const auto run = [&](int threads) {
     hr::set_threads(threads);
     F tq(q, true), tk(k, true), tv(v, true);
-    const F out = hr::attention(tq, tk, tv, H, G, 0.35f, true);
+    const F out = hr::attention(tq, tk, tv, {.n_heads = H, .n_kv_heads = G, .scale = 0.35f, .causal = true});
     out.backward(upstream);
     return Result{out.value(), tq.grad(), tk.grad(), tv.grad()};
   };

@@ -8,6 +8,9 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "nn/config_fields.hpp"
+#include "train/config_fields.hpp"
+#include "train/optim_setup.hpp"
 #include "train/trainer.hpp"
 #include "cli_runner.hpp"
 
@@ -134,6 +137,166 @@ TEST_CASE("--config reads a written config.json and flags override it") {
   fs::remove_all(dir);
 }
 
+// ---- the config's field tables, enums and flags ---------------------------------
+
+TEST_CASE("train config field tables: every data and train field round-trips through config.json") {
+  hr::TrainConfig set;  // every data and train field away from its default
+  set.data = {.task = "sort", .text = "corpus.txt", .seq_len = 12, .vocab = 20};
+  set.optim = {.optimizer = hr::OptimizerKind::sgd, .steps = 7, .batch = 3, .lr = 0.25,
+               .schedule = hr::LrScheduleKind::inverse_sqrt, .warmup = 2, .min_lr = 1e-4, .clip = 0.5,
+               .weight_decay = 0.2, .momentum = 0.5, .seed = 9, .threads = 2, .eval_every = 4, .eval_batches = 5,
+               .save_every = 6, .keep_checkpoints = 3, .max_bad_steps = 4, .detect_anomaly = true};
+  set.model.vocab = 20;
+  set.model.max_len = 12;
+  const hr::TrainConfig defaults;
+  const nlohmann::json json = hr::to_json(set);
+  hr::TrainConfig back;
+  hr::update_from_json(back, json, "config.json");
+  std::size_t data_fields = 0, optim_fields = 0;
+  hr::for_each_data_field([&](const auto& f) {
+    CAPTURE(std::string(f.key));
+    ++data_fields;
+    CHECK(json["data"].contains(f.key));
+    CHECK(set.data.*f.member != defaults.data.*f.member);
+    CHECK(back.data.*f.member == set.data.*f.member);
+  });
+  hr::for_each_optim_field([&](const auto& f) {
+    CAPTURE(std::string(f.key));
+    ++optim_fields;
+    CHECK(json["train"].contains(f.key));
+    CHECK(set.optim.*f.member != defaults.optim.*f.member);
+    CHECK(back.optim.*f.member == set.optim.*f.member);
+  });
+  CHECK(json["data"].size() == data_fields);
+  CHECK(json["train"].size() == optim_fields);
+  CHECK(optim_fields == 18);
+  CHECK(json["train"]["optimizer"] == "sgd");
+  CHECK(json["train"]["schedule"] == "inverse_sqrt");
+  CHECK(back.data == set.data);
+  CHECK(back.optim == set.optim);
+  // The model went through the resolver on the way out, so it compares resolved.
+  CHECK(back.model == hr::ModelConfig(set.model.resolved()));
+}
+
+TEST_CASE("train config field tables: the unknown-key messages list every key of the section") {
+  std::string data_keys, train_keys;
+  hr::for_each_data_field([&](const auto& f) { data_keys += (data_keys.empty() ? "" : ", ") + std::string(f.key); });
+  hr::for_each_optim_field([&](const auto& f) { train_keys += (train_keys.empty() ? "" : ", ") + std::string(f.key); });
+  CHECK(data_keys == "task, text, seq_len, vocab");
+  CHECK(train_keys ==
+        "optimizer, steps, batch, lr, schedule, warmup, min_lr, clip, weight_decay, momentum, seed, threads, "
+        "eval_every, eval_batches, save_every, keep_checkpoints, max_bad_steps, detect_anomaly");
+  hr::TrainConfig c;
+  CHECK_THROWS_WITH_AS(hr::update_from_json(c, nlohmann::json{{"data", {{"tsk", 1}}}}, "f.json"),
+                       ("f.json: unknown key 'data.tsk' (keys: " + data_keys + ")").c_str(), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::update_from_json(c, nlohmann::json{{"train", {{"stepz", 1}}}}, "f.json"),
+                       ("f.json: unknown key 'train.stepz' (keys: " + train_keys + ")").c_str(), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::update_from_json(c, nlohmann::json{{"train", {{"optimizer", "lion"}}}}, "f.json"),
+                       "f.json: 'train.optimizer': optimizer must be adamw, adam or sgd; got 'lion'",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::update_from_json(c, nlohmann::json{{"train", {{"schedule", "linear"}}}}, "f.json"),
+                       "f.json: 'train.schedule': unknown lr schedule 'linear'; valid names are constant, cosine, "
+                       "inverse_sqrt",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::update_from_json(c, nlohmann::json{{"train", {{"optimizer", 3}}}}, "f.json"),
+                       "f.json: 'train.optimizer' must be a string, got 3", std::invalid_argument);
+}
+
+TEST_CASE("optimizer kinds: names round-trip, a bad name is an error, and each makes its optimizer") {
+  for (const auto kind : {hr::OptimizerKind::adamw, hr::OptimizerKind::adam, hr::OptimizerKind::sgd}) {
+    CHECK(hr::parse_optimizer(hr::to_string(kind)) == kind);
+  }
+  CHECK(hr::to_string(hr::OptimizerKind::adamw) == "adamw");
+  CHECK_THROWS_WITH_AS(hr::parse_optimizer("lion"), "optimizer must be adamw, adam or sgd; got 'lion'",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::parse_optimizer("SGD"), "optimizer must be adamw, adam or sgd; got 'SGD'",
+                       std::invalid_argument);
+  const hr::NamedParameters<float> params = {{"w", hr::Tensor<float>(xt::xarray<float>{1.0f, 2.0f}, true)}};
+  const std::pair<hr::OptimizerKind, const char*> made[] = {
+      {hr::OptimizerKind::adamw, "AdamW"}, {hr::OptimizerKind::adam, "Adam"}, {hr::OptimizerKind::sgd, "SGD"}};
+  for (const auto& m : made) {
+    CAPTURE(m.second);
+    CHECK(hr::make_optimizer({.optimizer = m.first}, params)->name() == m.second);
+  }
+  // --lr is the schedule's peak whatever the model's width.
+  const hr::LrSchedule s =
+      hr::make_schedule({.lr = 2e-3, .schedule = hr::LrScheduleKind::inverse_sqrt, .warmup = 10});
+  CHECK(s.lr_at(10) == doctest::Approx(2e-3).epsilon(1e-15));
+  CHECK(s.lr_at(40) == doctest::Approx(1e-3).epsilon(1e-15));
+}
+
+TEST_CASE("train config: operator== sees every section") {
+  const hr::TrainConfig a;
+  hr::TrainConfig b = a;
+  CHECK(a == b);
+  b.optim.schedule = hr::LrScheduleKind::constant;
+  CHECK(a != b);
+  b = a;
+  b.data.seq_len = 17;
+  CHECK(a != b);
+  b = a;
+  b.model.d_v = 3;
+  CHECK(a != b);
+}
+
+TEST_CASE("every table field has its flag in train --help, except the keys set only by config.json") {
+  const std::string help = run_headroom("train --help").output;
+  std::vector<std::string> flagless;
+  auto check = [&](const char* section, const auto& f) {
+    if (!f.flag) {
+      flagless.push_back(fmt::format("{}.{}", section, f.key));
+      return;
+    }
+    const std::string name = hr::flag_name(f.key, *f.flag);
+    CHECK_MESSAGE(help.find("\n    " + name + " ") != std::string::npos, "train --help lacks " << name);
+  };
+  hr::for_each_model_field([&](const auto& f) { check("model", f); });
+  hr::for_each_data_field([&](const auto& f) { check("data", f); });
+  hr::for_each_optim_field([&](const auto& f) { check("train", f); });
+  // vocab comes from the data; head_combine and ln_eps are experiments' keys.
+  CHECK(flagless == std::vector<std::string>{"model.vocab", "model.head_combine", "model.ln_eps"});
+  for (const char* flag : {"--d-model", "--heads", "--dk", "--dv", "--kv-heads", "--layers", "--d-ff", "--max-len",
+                           "--norm", "--activation", "--pos", "--attn-scale", "--no-bias", "--tie-embeddings",
+                           "--non-causal", "--task", "--text", "--seq-len", "--vocab", "--steps", "--batch", "--lr",
+                           "--optimizer", "--schedule", "--warmup", "--min-lr", "--clip", "--weight-decay",
+                           "--momentum", "--seed", "--threads", "--eval-every", "--eval-batches", "--save-every",
+                           "--keep-checkpoints", "--max-bad-steps", "--detect-anomaly"}) {
+    CHECK_MESSAGE(help.find(std::string("\n    ") + flag + " ") != std::string::npos, "train --help lacks " << flag);
+  }
+  CHECK(help.find("Model width (default 64)") != std::string::npos);
+  CHECK(help.find("Peak learning rate, reached after --warmup steps (default 0.003)") != std::string::npos);
+  // ablate sweeps these with list flags of its own.
+  const std::string ablate = run_headroom("ablate --help").output;
+  CHECK(ablate.find("Query heads (default 4)") == std::string::npos);
+  CHECK(ablate.find("\n    --seed ") == std::string::npos);
+  CHECK(ablate.find("\n    --dv ") != std::string::npos);
+}
+
+TEST_CASE("flags override --config, which overrides the task's defaults, field by field") {
+  const fs::path dir = fresh_dir("flag_precedence");
+  fs::create_directories(dir);
+  std::ofstream(dir / "c.json") << R"({"data": {"task": "recall"}, "train": {"optimizer": "adam", "steps": 5},
+                                      "model": {"norm": "post"}})";
+  const std::string run = dir.string() + "/run";
+  const CliResult r = run_headroom("train --config " + (dir / "c.json").string() +
+                                   " --steps 2 --eval-every 2 --d-model 16 --layers 1 --schedule inverse_sqrt --warmup 1"
+                                   " --no-bias --non-causal --tie-embeddings -q --out " + run);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const nlohmann::json c = nlohmann::json::parse(read_file(fs::path(run) / "config.json"));
+  CHECK(c["data"]["task"] == "recall");
+  CHECK(c["data"]["seq_len"] == 6);  // recall's default
+  CHECK(c["train"]["optimizer"] == "adam");  // the file
+  CHECK(c["train"]["steps"] == 2);  // the flag over the file
+  CHECK(c["train"]["schedule"] == "inverse_sqrt");
+  CHECK(c["train"]["lr"] == 1e-3);  // recall's default
+  CHECK(c["model"]["norm"] == "post");
+  CHECK(c["model"]["d_model"] == 16);
+  CHECK(c["model"]["bias"] == false);
+  CHECK(c["model"]["causal"] == false);
+  CHECK(c["model"]["tie_embeddings"] == true);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("headroom train: bad input gets one line naming the problem and exit status 2") {
   const fs::path dir = fresh_dir("bad");
   fs::create_directories(dir);
@@ -228,7 +391,7 @@ TEST_CASE("a run stopped at step k and resumed is bit-identical to the uninterru
   c = hr::finalize(c, *data);
   for (const char* optimizer : {"adamw", "sgd"}) {
     CAPTURE(optimizer);
-    c.optim.optimizer = optimizer;
+    c.optim.optimizer = hr::parse_optimizer(optimizer);
     fs::remove_all(whole);
     fs::remove_all(parts);
     hr::TrainOptions once;

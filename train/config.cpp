@@ -2,34 +2,106 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 
 #include "nn/config_json.hpp"
+#include "train/config_fields.hpp"
 
 namespace headroom {
 namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
+// Reads one field's value, with the section and key in the message.
 template <typename V>
-V read(const nlohmann::json& v, const std::string& section, const std::string& key, const std::string& source) {
+V read(const nlohmann::json& v, const std::string& section, const std::string& key, const std::string& source,
+       V (*parse)(const std::string&) = nullptr) {
   const std::string where = fmt::format("{}: '{}.{}'", source, section, key);
-  if constexpr (std::is_same_v<V, bool>) {
-    if (!v.is_boolean()) bad(fmt::format("{} must be true or false, got {}", where, v.dump()));
-  } else if constexpr (std::is_same_v<V, std::string>) {
-    if (!v.is_string()) bad(fmt::format("{} must be a string, got {}", where, v.dump()));
-  } else if constexpr (std::is_integral_v<V>) {
-    if (!v.is_number_integer() || v.get<long long>() < 0) {
-      bad(fmt::format("{} must be a non-negative integer, got {}", where, v.dump()));
+  if constexpr (std::is_enum_v<V>) {
+    const std::string name = read<std::string>(v, section, key, source);
+    try {
+      return parse(name);
+    } catch (const std::invalid_argument& e) {
+      bad(fmt::format("{}: {}", where, e.what()));
     }
+  } else if constexpr (std::is_same_v<V, int>) {
+    return static_cast<int>(read<std::size_t>(v, section, key, source));
   } else {
-    if (!v.is_number()) bad(fmt::format("{} must be a number, got {}", where, v.dump()));
+    if constexpr (std::is_same_v<V, bool>) {
+      if (!v.is_boolean()) bad(fmt::format("{} must be true or false, got {}", where, v.dump()));
+    } else if constexpr (std::is_same_v<V, std::string>) {
+      if (!v.is_string()) bad(fmt::format("{} must be a string, got {}", where, v.dump()));
+    } else if constexpr (std::is_integral_v<V>) {
+      if (!v.is_number_integer() || v.get<long long>() < 0) {
+        bad(fmt::format("{} must be a non-negative integer, got {}", where, v.dump()));
+      }
+    } else {
+      if (!v.is_number()) bad(fmt::format("{} must be a number, got {}", where, v.dump()));
+    }
+    return v.get<V>();
   }
-  return v.get<V>();
 }
 
+template <typename V>
+nlohmann::json json_value(const V& v) {
+  if constexpr (std::is_enum_v<V>) {
+    return to_string(v);
+  } else {
+    return v;
+  }
+}
+
+// A section's fields as a JSON object.
+template <typename Config, typename ForEachField>
+nlohmann::json section_json(const Config& c, ForEachField for_each) {
+  nlohmann::json j = nlohmann::json::object();
+  for_each([&](const auto& f) { j[f.key] = json_value(c.*f.member); });
+  return j;
+}
+
+// Reads `body` into a section's fields; an unknown key lists the section's keys.
+template <typename Config, typename ForEachField>
+void read_section(Config& c, const nlohmann::json& body, const std::string& section, const std::string& source,
+                  ForEachField for_each) {
+  if (!body.is_object()) bad(fmt::format("{}: '{}' must be a JSON object", source, section));
+  for (const auto& item : body.items()) {
+    // Named references, not structured bindings: the lambda captures them (clang 14).
+    const std::string& key = item.key();
+    const nlohmann::json& v = item.value();
+    bool known = false;
+    std::string keys;
+    for_each([&](const auto& f) {
+      keys += (keys.empty() ? "" : ", ") + std::string(f.key);
+      if (known || key != f.key) return;
+      known = true;
+      c.*f.member = read(v, section, key, source, f.parse);
+    });
+    if (!known) bad(fmt::format("{}: unknown key '{}.{}' (keys: {})", source, section, key, keys));
+  }
+}
+
+const auto kDataFields = [](auto visit) { for_each_data_field(visit); };
+const auto kOptimFields = [](auto visit) { for_each_optim_field(visit); };
+
 }  // namespace
+
+OptimizerKind parse_optimizer(const std::string& name) {
+  if (name == "adamw") return OptimizerKind::adamw;
+  if (name == "adam") return OptimizerKind::adam;
+  if (name == "sgd") return OptimizerKind::sgd;
+  bad(fmt::format("optimizer must be adamw, adam or sgd; got '{}'", name));
+}
+
+std::string to_string(OptimizerKind optimizer) {
+  switch (optimizer) {
+    case OptimizerKind::adamw: return "adamw";
+    case OptimizerKind::adam: return "adam";
+    case OptimizerKind::sgd: return "sgd";
+  }
+  return "adamw";  // unreachable; keeps -Wreturn-type quiet
+}
 
 void TrainConfig::validate() const {
   const auto& d = data;
@@ -37,9 +109,6 @@ void TrainConfig::validate() const {
   if (d.seq_len == 0) bad("seq_len must be positive, got 0");
   if (model.max_len != 0 && d.seq_len > model.max_len) {
     bad(fmt::format("seq_len {} is longer than the model's max_len {}", d.seq_len, model.max_len));
-  }
-  if (o.optimizer != "adamw" && o.optimizer != "adam" && o.optimizer != "sgd") {
-    bad(fmt::format("optimizer must be adamw, adam or sgd; got '{}'", o.optimizer));
   }
   if (o.steps == 0) bad("steps must be positive, got 0");
   if (o.batch == 0) bad("batch must be positive, got 0");
@@ -51,7 +120,7 @@ void TrainConfig::validate() const {
   if (o.eval_batches == 0) bad("eval_batches must be positive, got 0");
   if (o.keep_checkpoints == 0) bad("keep_checkpoints must be positive, got 0");
   if (o.max_bad_steps == 0) bad("max_bad_steps must be positive, got 0");
-  if (o.schedule == "cosine" && o.warmup > o.steps) {
+  if (o.schedule == LrScheduleKind::warmup_cosine && o.warmup > o.steps) {
     bad(fmt::format("warmup {} is longer than steps {}", o.warmup, o.steps));
   }
 }
@@ -64,7 +133,7 @@ TrainConfig task_defaults(const std::string& task) {
     c.data.vocab = 32;
     c.optim.batch = 64;
     c.optim.lr = 1e-3;
-    c.optim.schedule = "constant";
+    c.optim.schedule = LrScheduleKind::constant;
     c.optim.weight_decay = 0.1;
     c.optim.steps = 6000;
     c.optim.eval_every = 500;
@@ -77,18 +146,9 @@ TrainConfig task_defaults(const std::string& task) {
 }
 
 nlohmann::json to_json(const TrainConfig& c) {
-  const auto& d = c.data;
-  const auto& o = c.optim;
-  return nlohmann::json{
-      {"model", headroom::to_json(c.model)},
-      {"data", {{"task", d.task}, {"text", d.text}, {"seq_len", d.seq_len}, {"vocab", d.vocab}}},
-      {"train",
-       {{"optimizer", o.optimizer}, {"steps", o.steps}, {"batch", o.batch}, {"lr", o.lr},
-        {"schedule", o.schedule}, {"warmup", o.warmup}, {"min_lr", o.min_lr}, {"clip", o.clip},
-        {"weight_decay", o.weight_decay}, {"momentum", o.momentum}, {"seed", o.seed},
-        {"threads", o.threads}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
-        {"save_every", o.save_every}, {"keep_checkpoints", o.keep_checkpoints},
-        {"max_bad_steps", o.max_bad_steps}, {"detect_anomaly", o.detect_anomaly}}}};
+  return nlohmann::json{{"model", headroom::to_json(c.model)},
+                        {"data", section_json(c.data, kDataFields)},
+                        {"train", section_json(c.optim, kOptimFields)}};
 }
 
 void update_from_json(TrainConfig& c, const nlohmann::json& object, const std::string& source) {
@@ -96,47 +156,12 @@ void update_from_json(TrainConfig& c, const nlohmann::json& object, const std::s
   for (const auto& [section, body] : object.items()) {
     if (section == "model") {
       headroom::update_from_json(c.model, body, source);
-      continue;
-    }
-    if (section != "data" && section != "train") {
+    } else if (section == "data") {
+      read_section(c.data, body, section, source, kDataFields);
+    } else if (section == "train") {
+      read_section(c.optim, body, section, source, kOptimFields);
+    } else {
       bad(fmt::format("{}: unknown section '{}' (sections: model, data, train)", source, section));
-    }
-    if (!body.is_object()) bad(fmt::format("{}: '{}' must be a JSON object", source, section));
-    for (const auto& [key, v] : body.items()) {
-      auto& d = c.data;
-      auto& o = c.optim;
-      if (section == "data") {
-        if (key == "task") d.task = read<std::string>(v, section, key, source);
-        else if (key == "text") d.text = read<std::string>(v, section, key, source);
-        else if (key == "seq_len") d.seq_len = read<std::size_t>(v, section, key, source);
-        else if (key == "vocab") d.vocab = read<std::size_t>(v, section, key, source);
-        else bad(fmt::format("{}: unknown key 'data.{}' (keys: task, text, seq_len, vocab)", source, key));
-        continue;
-      }
-      if (key == "optimizer") o.optimizer = read<std::string>(v, section, key, source);
-      else if (key == "steps") o.steps = read<std::size_t>(v, section, key, source);
-      else if (key == "batch") o.batch = read<std::size_t>(v, section, key, source);
-      else if (key == "lr") o.lr = read<double>(v, section, key, source);
-      else if (key == "schedule") o.schedule = read<std::string>(v, section, key, source);
-      else if (key == "warmup") o.warmup = read<std::size_t>(v, section, key, source);
-      else if (key == "min_lr") o.min_lr = read<double>(v, section, key, source);
-      else if (key == "clip") o.clip = read<double>(v, section, key, source);
-      else if (key == "weight_decay") o.weight_decay = read<double>(v, section, key, source);
-      else if (key == "momentum") o.momentum = read<double>(v, section, key, source);
-      else if (key == "seed") o.seed = read<std::uint64_t>(v, section, key, source);
-      else if (key == "threads") o.threads = static_cast<int>(read<std::size_t>(v, section, key, source));
-      else if (key == "eval_every") o.eval_every = read<std::size_t>(v, section, key, source);
-      else if (key == "eval_batches") o.eval_batches = read<std::size_t>(v, section, key, source);
-      else if (key == "save_every") o.save_every = read<std::size_t>(v, section, key, source);
-      else if (key == "keep_checkpoints") o.keep_checkpoints = read<std::size_t>(v, section, key, source);
-      else if (key == "max_bad_steps") o.max_bad_steps = read<std::size_t>(v, section, key, source);
-      else if (key == "detect_anomaly") o.detect_anomaly = read<bool>(v, section, key, source);
-      else {
-        bad(fmt::format("{}: unknown key 'train.{}' (keys: optimizer, steps, batch, lr, schedule, warmup, "
-                        "min_lr, clip, weight_decay, momentum, seed, threads, eval_every, eval_batches, save_every, "
-                        "keep_checkpoints, max_bad_steps, detect_anomaly)",
-                        source, key));
-      }
     }
   }
 }

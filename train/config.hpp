@@ -9,22 +9,31 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/config.hpp"
+#include "optim/schedule.hpp"
 
 namespace headroom {
 
+enum class OptimizerKind { adamw, adam, sgd };
+
+OptimizerKind parse_optimizer(const std::string& name);  // "adamw" | "adam" | "sgd"
+std::string to_string(OptimizerKind optimizer);
+
+// Each field's key and flag are in train/config_fields.hpp.
 struct DataConfig {
   std::string task = "copy";  // a toy task (data/task.hpp), used when text is empty
   std::string text;           // a UTF-8 text file for a character-level model
   std::size_t seq_len = 16;   // T
   std::size_t vocab = 16;     // toy tasks only; a text's vocabulary comes from the file
+
+  friend bool operator==(const DataConfig&, const DataConfig&) = default;
 };
 
 struct OptimConfig {
-  std::string optimizer = "adamw";  // adamw | adam | sgd
+  OptimizerKind optimizer = OptimizerKind::adamw;
   std::size_t steps = 1000;
   std::size_t batch = 32;
   double lr = 3e-3;                 // the peak rate
-  std::string schedule = "cosine";  // constant | cosine | inverse_sqrt
+  LrScheduleKind schedule = LrScheduleKind::warmup_cosine;  // "cosine"
   std::size_t warmup = 100;
   double min_lr = 0.0;              // cosine floor
   double clip = 1.0;                // global gradient-norm clip; 0 turns it off
@@ -38,6 +47,8 @@ struct OptimConfig {
   std::size_t keep_checkpoints = 2; // rolling checkpoints kept
   std::size_t max_bad_steps = 10;   // consecutive non-finite steps before the run stops
   bool detect_anomaly = false;      // name the op that made the first NaN or Inf (slower)
+
+  friend bool operator==(const OptimConfig&, const OptimConfig&) = default;
 };
 
 struct TrainConfig {
@@ -53,6 +64,8 @@ struct TrainConfig {
   // Checks the data and training values, with the key and the value in the
   // message (the model is checked when the data has fixed its vocabulary).
   void validate() const;
+
+  friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
 };
 
 // The defaults for a task: the global defaults above, except where a task needs

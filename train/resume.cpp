@@ -170,7 +170,7 @@ LoopState load_training_checkpoint(const fs::path& dir, const TrainConfig& confi
   const fs::path state_file = dir / kStateFile;
   const SafetensorsFile model_ckpt = read_safetensors(model_file);
   const ModelConfig saved = checkpoint_config(model_ckpt, model_file.string());
-  if (model_config_to_json(saved) != model_config_to_json(config.model)) {
+  if (saved.resolved() != config.model.resolved()) {
     bad_state(model_file, fmt::format("its model config {} differs from the run's {}", model_config_to_json(saved),
                                       model_config_to_json(config.model)));
   }

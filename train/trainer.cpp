@@ -13,6 +13,7 @@
 
 #include "autograd/parallel.hpp"
 #include "train/metrics.hpp"
+#include "train/optim_setup.hpp"
 #include "train/resume.hpp"
 #include "train/run_dir.hpp"
 #include "train/step.hpp"
@@ -31,29 +32,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::uint64_t kInitStream = 0;
 constexpr std::uint64_t kTrainStream = 1;
 
-std::unique_ptr<Optimizer<float>> make_optimizer(const OptimConfig& o, NamedParameters<float> params) {
-  if (o.optimizer == "adamw") {
-    return std::make_unique<AdamW<float>>(std::move(params), AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
-  }
-  if (o.optimizer == "adam") {
-    return std::make_unique<Adam<float>>(std::move(params), AdamOptions{.lr = o.lr, .weight_decay = o.weight_decay});
-  }
-  return std::make_unique<SGD<float>>(std::move(params),
-                                      SGDOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
-}
-
-LrSchedule make_schedule(const TrainConfig& c) {
-  const OptimConfig& o = c.optim;
-  // --lr is the peak for every schedule. inverse_sqrt peaks at t = warmup with
-  // scale * (d_model * warmup)^-0.5, so we pick the scale that puts that peak at lr
-  // (lr = (d_model * warmup)^-0.5 gives the paper's own constants).
-  const double inverse_sqrt_scale =
-      o.lr * std::sqrt(static_cast<double>(c.model.d_model) * static_cast<double>(std::max<std::size_t>(o.warmup, 1)));
-  return LrSchedule::from_name(o.schedule, {.lr = o.lr, .warmup = o.warmup, .total_steps = o.steps,
-                                            .min_lr = o.min_lr, .d_model = c.model.d_model,
-                                            .scale = inverse_sqrt_scale});
-}
-
 }  // namespace
 
 std::unique_ptr<Dataset> make_dataset(const TrainConfig& config) {
@@ -71,7 +49,7 @@ TrainConfig finalize(TrainConfig config, const Dataset& data) {
     throw std::invalid_argument(fmt::format("seq_len {} is longer than the model's max_len {}", config.data.seq_len,
                                             config.model.max_len));
   }
-  (void)make_schedule(config);  // checks the schedule's name and settings
+  (void)make_schedule(config.optim);  // checks the schedule's settings
   return config;
 }
 
@@ -101,7 +79,7 @@ class Loop {
       : config_(config), o_(config.optim), data_(data), options_(options), out_dir_(options.out_dir),
         init_rng_(stream_seed(o_.seed, kInitStream)), data_rng_(stream_seed(o_.seed, kTrainStream)),
         model_(config.model, init_rng_), optimizer_(make_optimizer(o_, model_.named_parameters())),
-        schedule_(make_schedule(config)), metadata_{{kDataMetadataKey, data_metadata(config.data, data)}} {}
+        schedule_(make_schedule(config.optim)), metadata_{{kDataMetadataKey, data_metadata(config.data, data)}} {}
 
   TrainSummary run() {
     if (options_.resume) resume();

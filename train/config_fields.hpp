@@ -1,0 +1,70 @@
+// DataConfig's and OptimConfig's field tables (nn/config_field.hpp): config.json's
+// data and train sections, in the order of their unknown-key messages and of the
+// Data and Training flags in --help.
+#pragma once
+
+#include <string>
+
+#include "data/task.hpp"
+#include "nn/config_field.hpp"
+#include "train/config.hpp"
+
+namespace headroom {
+
+// Calls visit(Field<DataConfig, V>) for every field, in order.
+template <typename Visit>
+void for_each_data_field(Visit&& visit) {
+  using D = DataConfig;
+  using C = FlagCheck;
+  std::string tasks;
+  for (const std::string& t : task_names()) tasks += (tasks.empty() ? "" : " | ") + t;
+  visit(field("task", &D::task, Flag{.help = "Toy task: " + tasks + " (default {})"}));
+  visit(field("text", &D::text, Flag{.help = "Train a character-level model on this UTF-8 text file instead of a task"}));
+  visit(field("seq_len", &D::seq_len, Flag{.help = "Tokens the model reads per row (default {})", .check = C::whole_number}));
+  visit(field("vocab", &D::vocab,
+              Flag{.help = "Toy task vocabulary, 3 special tokens included (default {})", .check = C::whole_number}));
+}
+
+// Calls visit(Field<OptimConfig, V>) for every field, in order.
+template <typename Visit>
+void for_each_optim_field(Visit&& visit) {
+  using O = OptimConfig;
+  using C = FlagCheck;
+  visit(choice("optimizer", &O::optimizer, parse_optimizer, Flag{.help = "adamw | adam | sgd (default adamw)"}));
+  visit(field("steps", &O::steps, Flag{.help = "Optimizer steps (default {})", .check = C::whole_number}));
+  visit(field("batch", &O::batch, Flag{.help = "Rows per step (default {})", .check = C::whole_number}));
+  visit(field("lr", &O::lr,
+              Flag{.help = "Peak learning rate, reached after --warmup steps (default {})", .check = C::positive}));
+  visit(choice("schedule", &O::schedule, parse_lr_schedule,
+               Flag{.help = "constant | cosine (linear warm-up, cosine decay to --min-lr) | inverse_sqrt (linear "
+                            "warm-up, then lr * sqrt(warmup / t)) (default cosine)"}));
+  visit(field("warmup", &O::warmup, Flag{.help = "Warm-up steps (default {})", .check = C::whole_number}));
+  visit(field("min_lr", &O::min_lr, Flag{.help = "Floor of the cosine decay (default 0)", .check = C::non_negative}));
+  visit(field("clip", &O::clip,
+              Flag{.help = "Clip the global gradient norm; 0 is off (default {})", .check = C::non_negative}));
+  visit(field("weight_decay", &O::weight_decay,
+              Flag{.help = "AdamW decoupled decay, skipping biases, norms and embeddings; L2 for adam and sgd "
+                           "(default {})",
+                   .check = C::non_negative}));
+  visit(field("momentum", &O::momentum, Flag{.help = "SGD momentum (default 0.9)", .check = C::non_negative}));
+  visit(field("seed", &O::seed, Flag{.help = "Seed for weights, batches and dropout (default 0)", .check = C::whole_number}));
+  visit(field("threads", &O::threads,
+              Flag{.help = "threads for the GEMMs and for headroom's own loops (default 1)", .check = C::whole_number}));
+  visit(field("eval_every", &O::eval_every, Flag{.help = "Steps between validations (default {})", .check = C::whole_number}));
+  visit(field("eval_batches", &O::eval_batches,
+              Flag{.help = "Validation batches per evaluation (default {})", .check = C::whole_number}));
+  visit(field("save_every", &O::save_every,
+              Flag{.help = "Steps between rolling checkpoints in --out; 0 saves only at the end and on Ctrl-C "
+                           "(default {})",
+                   .check = C::whole_number}));
+  visit(field("keep_checkpoints", &O::keep_checkpoints,
+              Flag{.help = "Rolling checkpoints kept (default {})", .check = C::whole_number}));
+  visit(field("max_bad_steps", &O::max_bad_steps,
+              Flag{.help = "Stop after this many consecutive steps with a non-finite loss or gradient norm; such "
+                           "steps never update the weights (default {})",
+                   .check = C::whole_number}));
+  visit(field("detect_anomaly", &O::detect_anomaly,
+              Flag{.help = "Check every op for NaN/Inf and name the first one that makes it (slower)"}));
+}
+
+}  // namespace headroom
