@@ -197,7 +197,7 @@ int run(const BenchOptions& o) {
     const auto t0 = Clock::now();
     if (o.profile && s == o.warmup_steps) profile.emplace();
     // The trainer's own step (train/step.hpp); with a profile it times its parts.
-    const hr::StepResult r = hr::train_step(model, optimizer, batches[s], {.lr = std::nullopt, .clip = 1.0});
+    const hr::StepResult r = hr::train_step(model, optimizer, batches[s], {.clip = 1.0});
     const auto t1 = Clock::now();
     const double c1 = process_cpu_ms();
     const double value = r.loss;

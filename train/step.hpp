@@ -18,7 +18,7 @@
 namespace headroom {
 
 struct StepOptions {
-  std::optional<double> lr;     // set on the optimizer before the update; none keeps its rate
+  std::optional<double> lr{};   // set on the optimizer before the update; none keeps its rate
   double clip = 1.0;            // clip the global gradient norm to this; 0 measures it only
   bool detect_anomaly = false;  // check every op for NaN/Inf; the first one is named in anomaly
 };
@@ -27,7 +27,7 @@ struct StepResult {
   double loss = 0;       // the batch's loss, before the update (NaN when it could not be computed)
   double grad_norm = 0;  // the global gradient norm before clipping (NaN when there was no backward)
   bool updated = false;  // false: the loss or the norm was not finite and the weights are as they were
-  std::string anomaly;   // under detect_anomaly, what made the first NaN or Inf
+  std::string anomaly{}; // under detect_anomaly, what made the first NaN or Inf
 };
 
 // zero_grad, the loss on batch.tokens (B, T+1) counting batch.target_mask (B, T),
