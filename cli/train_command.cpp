@@ -14,6 +14,7 @@
 #include "train/trainer.hpp"
 #include "cli/validators.hpp"
 #include "data/task.hpp"
+#include "data/task_defaults.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -117,15 +118,37 @@ int run_train(const TrainCommandFlags& flags) {
 
 }  // namespace
 
+// "--task recall has its own defaults: --seq-len 6 ...; --task before: --steps 3000
+// --eval-every 250.", from the tasks' settings (data/task_defaults.hpp).
+std::string task_defaults_help() {
+  std::string help;
+  for (const std::string& task : tasks_with_own_settings()) {
+    const TaskSettings s = task_settings(task);
+    std::string flags;
+    auto add = [&](const char* flag, const auto& value) {
+      if (value) flags += fmt::format(" {} {}", flag, *value);
+    };
+    add("--seq-len", s.seq_len);
+    add("--vocab", s.vocab);
+    add("--batch", s.batch);
+    add("--lr", s.lr);
+    if (s.constant_lr) flags += " --schedule constant";
+    add("--weight-decay", s.weight_decay);
+    add("--steps", s.steps);
+    add("--eval-every", s.eval_every);
+    help += help.empty() ? fmt::format("--task {} has its own defaults:{}", task, flags)
+                         : fmt::format("; --task {}:{}", task, flags);
+  }
+  return help.empty() ? help : help + ".";
+}
+
 Run add_train_command(CLI::App& app) {
   auto f = std::make_shared<TrainCommandFlags>();
   CLI::App* cmd = app.add_subcommand(
       "train",
       "Train a small decoder-only transformer on a toy task (--task) or a text file (--text), showing progress and "
       "validation loss and accuracy on the counted targets. Flags override --config FILE.json, which overrides the "
-      "defaults shown. --task recall has its own defaults: --seq-len 6 --vocab 32 --batch 64 --lr 0.001 "
-      "--schedule constant --weight-decay 0.1 --steps 6000 --eval-every 500; --task before: --steps 3000 "
-      "--eval-every 250.");
+      "defaults shown. " + task_defaults_help());
   const TrainFlagGroups groups = add_train_flags(*cmd, *f);
   CLI::Option_group* model = groups.model;
   CLI::Option_group* data = groups.data;

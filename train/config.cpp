@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "data/task_defaults.hpp"
 #include "nn/config_json.hpp"
 #include "train/config_fields.hpp"
 
@@ -128,20 +129,15 @@ void TrainConfig::validate() const {
 TrainConfig task_defaults(const std::string& task) {
   TrainConfig c;
   c.data.task = task;
-  if (task == "recall") {
-    c.data.seq_len = 6;
-    c.data.vocab = 32;
-    c.optim.batch = 64;
-    c.optim.lr = 1e-3;
-    c.optim.schedule = LrScheduleKind::constant;
-    c.optim.weight_decay = 0.1;
-    c.optim.steps = 6000;
-    c.optim.eval_every = 500;
-  } else if (task == "before") {
-    // Learns steadily but needs more than the global 1000 steps to reach 99%.
-    c.optim.steps = 3000;
-    c.optim.eval_every = 250;
-  }
+  const TaskSettings s = task_settings(task);
+  if (s.seq_len) c.data.seq_len = *s.seq_len;
+  if (s.vocab) c.data.vocab = *s.vocab;
+  if (s.batch) c.optim.batch = *s.batch;
+  if (s.lr) c.optim.lr = *s.lr;
+  if (s.constant_lr) c.optim.schedule = LrScheduleKind::constant;
+  if (s.weight_decay) c.optim.weight_decay = *s.weight_decay;
+  if (s.steps) c.optim.steps = *s.steps;
+  if (s.eval_every) c.optim.eval_every = *s.eval_every;
   return c;
 }
 
