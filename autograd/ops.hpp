@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "autograd/xtensor_setup.hpp"  // first: checks the container settings
 #include <xtensor/xarray.hpp>
 
 #include "autograd/random.hpp"

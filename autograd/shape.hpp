@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "autograd/xtensor_setup.hpp"  // first: checks the container settings
 #include <xtensor/xarray.hpp>
 
 namespace headroom {

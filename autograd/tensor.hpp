@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "autograd/xtensor_setup.hpp"  // first: checks the container settings
 #include <xtensor/xarray.hpp>
 
 #include "autograd/shape.hpp"

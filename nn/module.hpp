@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/xtensor_setup.hpp"  // first: checks the container settings
 #include <xtensor/xarray.hpp>
 
 #include "autograd/random.hpp"

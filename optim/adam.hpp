@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/xtensor_setup.hpp"  // first: checks the container settings
 #include <xtensor/xarray.hpp>
 
 #include "optim/optimizer.hpp"

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/xtensor_setup.hpp"  // first: checks the container settings
 #include <xtensor/xarray.hpp>
 
 namespace headroom::heatmap {

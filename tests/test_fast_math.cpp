@@ -2,6 +2,7 @@
 // its header promises, and the special values a masked softmax and anomaly
 // detection rely on.
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 #include <doctest/doctest.h>
