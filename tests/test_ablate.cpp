@@ -16,18 +16,12 @@
 #include "ablate/sweep.hpp"
 #include "ablate/report.hpp"
 #include "cli_runner.hpp"
+#include "support.hpp"
 
 namespace hr = headroom;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -58,12 +52,6 @@ std::string without_timing(const fs::path& csv) {
     out += "\n";
   }
   return out;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("headroom_ablate_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir;
 }
 
 // The tiny sweep of the end-to-end tests: 2 head counts x 2 seeds, ~0.1 s a run.
@@ -239,7 +227,8 @@ TEST_CASE("summary: one row per point, the best marked, points beyond noise of t
 // ---- end to end, through the binary -------------------------------------------------
 
 TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plots and report") {
-  const fs::path dir = fresh_dir("e2e");
+  const TempDir tmp("ablate_e2e");
+  const fs::path& dir = tmp.path();
   const CliResult r = run_headroom(kTiny + " --out " + dir.string());
   INFO(r.output);
   REQUIRE(r.status == 0);
@@ -339,11 +328,17 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
     CHECK(other.output.find("holds a different sweep (runs[\"h2-dk8-s0\"].config.train.lr: 0.003 there, 0.01 here)") !=
           std::string::npos);
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("headroom ablate: two shards merged give the unsharded results") {
-  const fs::path whole = fresh_dir("whole"), a = fresh_dir("shard1"), b = fresh_dir("shard2"), merged = fresh_dir("merged");
+  const TempDir whole_tmp("ablate_whole");
+  const TempDir a_tmp("ablate_shard1");
+  const TempDir b_tmp("ablate_shard2");
+  const TempDir merged_tmp("ablate_merged");
+  const fs::path& whole = whole_tmp.path();
+  const fs::path& a = a_tmp.path();
+  const fs::path& b = b_tmp.path();
+  const fs::path& merged = merged_tmp.path();
   REQUIRE(run_headroom(kTiny + " -q --out " + whole.string()).status == 0);
   const CliResult r1 = run_headroom(kTiny + " --shard 1/2 --out " + a.string());
   INFO(r1.output);
@@ -373,11 +368,11 @@ TEST_CASE("headroom ablate: two shards merged give the unsharded results") {
   const CliResult flags = run_headroom("ablate --merge " + a.string() + " --heads 2 --out " + (merged / "m3").string());
   CHECK(flags.status == 2);
   CHECK(flags.output.find("excludes") != std::string::npos);
-  for (const fs::path& d : {whole, a, b, merged}) fs::remove_all(d);
 }
 
 TEST_CASE("headroom ablate: an invalid combination is listed and skipped, the rest runs") {
-  const fs::path dir = fresh_dir("invalid");
+  const TempDir tmp("ablate_invalid");
+  const fs::path& dir = tmp.path();
   const CliResult r = run_headroom(
       "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 10 --warmup 2 --eval-every 5 "
       "--heads 2,3 --dk auto --seeds 1 --out " + dir.string());
@@ -387,11 +382,11 @@ TEST_CASE("headroom ablate: an invalid combination is listed and skipped, the re
   CHECK(r.output.find("d_model=16 is not a multiple of n_heads=3") != std::string::npos);
   CHECK(lines_of(read_file(dir / "results.csv")).size() == 2);
   CHECK(read_file(dir / "summary.md").find("- n_heads=3 d_k=auto: ") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("headroom ablate: bad flags get one line and exit status 2, and write nothing") {
-  const fs::path dir = fresh_dir("bad");
+  const TempDir tmp("ablate_bad");
+  const fs::path dir = tmp / "out";  // must not come into being
   struct Bad {
     std::string args;
     const char* says;
@@ -426,7 +421,8 @@ TEST_CASE("headroom ablate: bad flags get one line and exit status 2, and write 
 }
 
 TEST_CASE("headroom ablate: Ctrl-C stops every running run with a checkpoint and exits 130") {
-  const fs::path dir = fresh_dir("sigint");
+  const TempDir tmp("ablate_sigint");
+  const fs::path& dir = tmp.path();
   // Runs that would take hours; SIGINT once both have started (their metrics.csv is
   // written before the first step), as a terminal's Ctrl-C would send it.
   const std::string d = dir.string();
@@ -450,5 +446,4 @@ TEST_CASE("headroom ablate: Ctrl-C stops every running run with a checkpoint and
     }
     CHECK(checkpoint);
   }
-  fs::remove_all(dir);
 }

@@ -18,6 +18,8 @@
 #include "train/run_dir.hpp"
 #include "data/task_tokens.hpp"
 #include "cli_runner.hpp"
+#include "support.hpp"
+#include "tiny_model.hpp"
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"
 #include "nn/checkpoint.hpp"
@@ -28,21 +30,6 @@ namespace hm = headroom::heatmap;
 namespace hr = headroom;
 
 namespace {
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("headroom_test_attention_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 std::size_t count(const std::string& text, const std::string& what) {
   std::size_t n = 0;
@@ -75,8 +62,9 @@ xt::xarray<float> one_hot_weights(std::size_t heads, std::size_t T) {
 // Trains a tiny induction model once per test run (a few seconds at most): 2 layers
 // of 2 heads, seq_len 8, so rows are s1 s2 s3 s4 s1 s2 s3 s4 _.
 const fs::path& induction_model() {
+  static const TempDir tmp("attention_induction");  // removed at exit
   static const fs::path dir = [] {
-    const fs::path d = fresh_dir("induction");
+    const fs::path& d = tmp.path();
     const CliResult train = run_headroom(
         "train --task induction --seq-len 8 --vocab 12 --d-model 16 --heads 2 --layers 2 --steps 30 --warmup 5 "
         "--eval-every 30 --eval-batches 1 -q --out " + d.string());
@@ -332,7 +320,8 @@ TEST_CASE("headroom attention --example: the SVG, and weights that are the model
 
 TEST_CASE("headroom attention --input: the user's ids, at any length up to max_len, to the files asked for") {
   const fs::path& dir = induction_model();
-  const fs::path out = fresh_dir("input");
+  const TempDir out_tmp("attention_input");
+  const fs::path& out = out_tmp.path();
   const CliResult r = run_headroom("attention --model " + dir.string() + " --input '3 4 5 | ?' --out " +
                                    (out / "maps.svg").string() + " --weights " + (out / "w.safetensors").string());
   INFO(r.output);
@@ -356,7 +345,8 @@ TEST_CASE("headroom attention --input: the user's ids, at any length up to max_l
 }
 
 TEST_CASE("headroom attention on a text model: characters on the axes, --example from the training text") {
-  const fs::path dir = fresh_dir("text");
+  const TempDir tmp("attention_text");
+  const fs::path& dir = tmp.path();
   {
     std::ofstream(dir / "t.txt") << "the cat sat on the mat.\nthe dog sat on the cat.\n"
                                     "a cat and a dog sat on a mat.\nthe cat ran to the dog and the dog sat.\n"
@@ -364,8 +354,7 @@ TEST_CASE("headroom attention on a text model: characters on the axes, --example
   }
   const hr::CharDataset chars(dir / "t.txt", {.seq_len = 8});
   hr::Rng rng(2);
-  const hr::ModelConfig config =
-      hr::ModelConfig{.vocab = chars.vocab_size(), .d_model = 16, .n_layers = 1, .n_heads = 2, .max_len = 8}.resolved();
+  const hr::ModelConfig config = tiny_model_config(chars.vocab_size(), 8);
   hr::TransformerLM<float> model(config, rng);
   const hr::DataConfig data{.task = "", .text = (dir / "t.txt").string(), .seq_len = 8, .vocab = 0};
   hr::save_checkpoint(dir / "model.safetensors", model, config, {{hr::kDataMetadataKey, hr::data_metadata(data, chars)}});

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/checkpoint.hpp"
+#include "support.hpp"
 
 namespace hr = headroom;
 namespace fs = std::filesystem;
@@ -43,33 +44,6 @@ std::unique_ptr<hr::TransformerLM<T>> tiny_model(std::uint64_t seed, const hr::M
   auto model = std::make_unique<hr::TransformerLM<T>>(config, rng);
   scramble(*model, seed + 1);
   return model;
-}
-
-// A fresh directory under the system's temporary directory, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / fmt::format("headroom_test_checkpoint_{}_{}", ::getpid(), counter++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-};
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // The bytes of a file with this header text and `data` zero bytes after it; the
@@ -115,40 +89,40 @@ void check_same_parameters(const hr::TransformerLM<A>& a, const hr::TransformerL
 }  // namespace
 
 TEST_CASE("checkpoint: float and double models round-trip bit-exactly") {
-  TempDir dir;
+  const TempDir dir("checkpoint");
   SUBCASE("float") {
     auto a = tiny_model<float>(1);
-    hr::save_checkpoint(dir.path / "f.safetensors", *a, kTiny);
-    const hr::LoadedModel<float> b = hr::load_model<float>(dir.path / "f.safetensors");
+    hr::save_checkpoint(dir.path() / "f.safetensors", *a, kTiny);
+    const hr::LoadedModel<float> b = hr::load_model<float>(dir.path() / "f.safetensors");
     check_same_parameters(*a, *b.model);
     CHECK(b.model->config().d_model == 8);
   }
   SUBCASE("double") {
     auto a = tiny_model<double>(2);
-    hr::save_checkpoint(dir.path / "d.safetensors", *a, kTiny);
-    CHECK(hr::read_safetensors(dir.path / "d.safetensors").tensors.at(0).dtype == hr::DType::f64);
-    check_same_parameters(*a, *hr::load_model<double>(dir.path / "d.safetensors").model);
+    hr::save_checkpoint(dir.path() / "d.safetensors", *a, kTiny);
+    CHECK(hr::read_safetensors(dir.path() / "d.safetensors").tensors.at(0).dtype == hr::DType::f64);
+    check_same_parameters(*a, *hr::load_model<double>(dir.path() / "d.safetensors").model);
   }
   SUBCASE("an F32 file into a double model and back gives the same bytes") {
     auto a = tiny_model<float>(3);
-    hr::save_checkpoint(dir.path / "f32.safetensors", *a, kTiny);
-    const hr::LoadedModel<double> d = hr::load_model<double>(dir.path / "f32.safetensors");
+    hr::save_checkpoint(dir.path() / "f32.safetensors", *a, kTiny);
+    const hr::LoadedModel<double> d = hr::load_model<double>(dir.path() / "f32.safetensors");
     check_same_parameters(*a, *d.model);
-    hr::save_checkpoint(dir.path / "again.safetensors", *d.model, kTiny, hr::DType::f32);
-    CHECK(read_text(dir.path / "again.safetensors") == read_text(dir.path / "f32.safetensors"));
+    hr::save_checkpoint(dir.path() / "again.safetensors", *d.model, kTiny, hr::DType::f32);
+    CHECK(read_file(dir.path() / "again.safetensors") == read_file(dir.path() / "f32.safetensors"));
   }
   SUBCASE("a float model saved as F64 loads back exactly into float") {
     auto a = tiny_model<float>(4);
-    hr::save_checkpoint(dir.path / "f64.safetensors", *a, kTiny, hr::DType::f64);
-    check_same_parameters(*a, *hr::load_model<float>(dir.path / "f64.safetensors").model);
+    hr::save_checkpoint(dir.path() / "f64.safetensors", *a, kTiny, hr::DType::f64);
+    check_same_parameters(*a, *hr::load_model<float>(dir.path() / "f64.safetensors").model);
   }
   SUBCASE("tied, sinusoidal, grouped-query, no-bias, post-norm") {
     const hr::ModelConfig cfg{.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .d_v = 3,
                               .max_len = 6, .norm = hr::NormPlacement::post, .pos = hr::PositionEncoding::sinusoidal,
                               .bias = false, .tie_embeddings = true};
     auto a = tiny_model<float>(5, cfg);
-    hr::save_checkpoint(dir.path / "v.safetensors", *a, cfg);
-    const hr::LoadedModel<float> b = hr::load_model<float>(dir.path / "v.safetensors");
+    hr::save_checkpoint(dir.path() / "v.safetensors", *a, cfg);
+    const hr::LoadedModel<float> b = hr::load_model<float>(dir.path() / "v.safetensors");
     check_same_parameters(*a, *b.model);
     CHECK(hr::model_config_to_json(b.config) == hr::model_config_to_json(cfg));
   }
@@ -249,18 +223,18 @@ TEST_CASE("checkpoint: loading is strict and names the tensor, the shapes and th
                          doctest::Contains("m.safetensors: __metadata__ 'config': not valid JSON"), hr::CheckpointError);
   }
   SUBCASE("load_model refuses a config far larger than the file before allocating it") {
-    TempDir dir;
+    const TempDir dir("checkpoint");
     hr::SafetensorsFile huge = file;
     huge.metadata["config"] = R"({"vocab": 1000000000000, "d_model": 8, "n_layers": 1, "n_heads": 2})";
-    hr::write_safetensors(dir.path / "huge.safetensors", huge);
-    CHECK_THROWS_WITH_AS(hr::load_model<float>(dir.path / "huge.safetensors"),
+    hr::write_safetensors(dir.path() / "huge.safetensors", huge);
+    CHECK_THROWS_WITH_AS(hr::load_model<float>(dir.path() / "huge.safetensors"),
                          doctest::Contains(fmt::format("parameter values but the file holds only {}",
                                                        model->parameter_count()).c_str()),
                          hr::CheckpointError);
     huge.metadata["config"] =
         R"({"vocab": 7, "d_model": 8, "n_layers": 1, "n_heads": 2, "pos": "sinusoidal", "max_len": 100000000})";
-    hr::write_safetensors(dir.path / "huge.safetensors", huge);
-    CHECK_THROWS_WITH_AS(hr::load_model<float>(dir.path / "huge.safetensors"),
+    hr::write_safetensors(dir.path() / "huge.safetensors", huge);
+    CHECK_THROWS_WITH_AS(hr::load_model<float>(dir.path() / "huge.safetensors"),
                          doctest::Contains("a sinusoidal table of max_len 100000000 x d_model 8"), hr::CheckpointError);
   }
   SUBCASE("a file that is not there") {
@@ -274,7 +248,7 @@ TEST_CASE("checkpoint: loading is strict and names the tensor, the shapes and th
 TEST_CASE("checkpoint: load_model builds the model of the file's config, whatever the layout") {
   // load_model counts the parameters a config implies before building it (its guard
   // against absurd configs) and checks that count against the model it builds.
-  TempDir dir;
+  const TempDir dir("checkpoint");
   using hr::Activation, hr::NormPlacement, hr::PositionEncoding;
   for (const hr::ModelConfig& cfg :
        {hr::ModelConfig{.vocab = 5, .d_model = 6, .n_layers = 2, .n_heads = 3, .max_len = 4},
@@ -287,8 +261,8 @@ TEST_CASE("checkpoint: load_model builds the model of the file's config, whateve
         hr::ModelConfig{.vocab = 5, .d_model = 6, .n_layers = 1, .n_heads = 3, .d_v = 4,
                         .head_combine = hr::HeadCombine::sum, .max_len = 4}}) {
     auto model = tiny_model<float>(7, cfg);
-    hr::save_checkpoint(dir.path / "m.safetensors", *model, cfg, {{"note", "x"}});
-    const hr::LoadedModel<float> back = hr::load_model<float>(dir.path / "m.safetensors");
+    hr::save_checkpoint(dir.path() / "m.safetensors", *model, cfg, {{"note", "x"}});
+    const hr::LoadedModel<float> back = hr::load_model<float>(dir.path() / "m.safetensors");
     check_same_parameters(*model, *back.model);
     CHECK(hr::model_config_to_json(back.model->config()) == hr::model_config_to_json(cfg));
     CHECK(back.metadata.at("note") == "x");
@@ -516,25 +490,25 @@ TEST_CASE("safetensors: random byte flips either parse or are a CheckpointError"
 }
 
 TEST_CASE("write_file_atomically replaces the file and leaves nothing else behind") {
-  TempDir dir;
-  const fs::path path = dir.path / "model.safetensors";
+  const TempDir dir("checkpoint");
+  const fs::path path = dir.path() / "model.safetensors";
   hr::write_file_atomically(path, std::string_view("old contents"));
-  CHECK(read_text(path) == "old contents");
+  CHECK(read_file(path) == "old contents");
   hr::write_file_atomically(path, std::string_view("new"));
-  CHECK(read_text(path) == "new");
+  CHECK(read_file(path) == "new");
   CHECK(dir.entries() == std::vector<std::string>{"model.safetensors"});
   // A bare file name writes to the current directory (its directory is ".").
   const fs::path cwd = fs::current_path();
-  fs::current_path(dir.path);
+  fs::current_path(dir.path());
   hr::write_file_atomically("bare.txt", std::string_view("x"));
   fs::current_path(cwd);
-  CHECK(read_text(dir.path / "bare.txt") == "x");
+  CHECK(read_file(dir.path() / "bare.txt") == "x");
 }
 
 TEST_CASE("write_file_atomically: errors name the path and the OS's reason, and keep the old file") {
-  TempDir dir;
+  const TempDir dir("checkpoint");
   SUBCASE("a directory that does not exist") {
-    const fs::path path = dir.path / "no" / "such" / "model.safetensors";
+    const fs::path path = dir.path() / "no" / "such" / "model.safetensors";
     CHECK_THROWS_WITH_AS(hr::write_file_atomically(path, std::string_view("x")),
                          doctest::Contains(fmt::format("cannot write '{}'", path.string()).c_str()),
                          hr::CheckpointError);
@@ -542,8 +516,8 @@ TEST_CASE("write_file_atomically: errors name the path and the OS's reason, and 
                          doctest::Contains("No such file or directory"), hr::CheckpointError);
   }
   SUBCASE("a target that is a directory") {
-    fs::create_directory(dir.path / "sub");
-    CHECK_THROWS_WITH_AS(hr::write_file_atomically(dir.path / "sub", std::string_view("x")),
+    fs::create_directory(dir.path() / "sub");
+    CHECK_THROWS_WITH_AS(hr::write_file_atomically(dir.path() / "sub", std::string_view("x")),
                          doctest::Contains("Is a directory"), hr::CheckpointError);
     CHECK(dir.entries() == std::vector<std::string>{"sub"});  // the temporary file is gone
   }
@@ -552,18 +526,18 @@ TEST_CASE("write_file_atomically: errors name the path and the OS's reason, and 
       MESSAGE("skipped: running as root, which ignores directory permissions");
       return;
     }
-    const fs::path path = dir.path / "model.safetensors";
+    const fs::path path = dir.path() / "model.safetensors";
     hr::write_file_atomically(path, std::string_view("old"));
-    fs::permissions(dir.path, fs::perms::owner_read | fs::perms::owner_exec);
+    fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec);
     CHECK_THROWS_WITH_AS(hr::write_file_atomically(path, std::string_view("new")),
                          doctest::Contains("Permission denied"), hr::CheckpointError);
-    fs::permissions(dir.path, fs::perms::owner_all);
-    CHECK(read_text(path) == "old");
+    fs::permissions(dir.path(), fs::perms::owner_all);
+    CHECK(read_file(path) == "old");
   }
   SUBCASE("a write that fails midway, as on a full disk") {
     // RLIMIT_FSIZE makes write() fail with EFBIG past the limit, as ENOSPC would on a
     // full disk, without root or a tiny file system. SIGXFSZ would kill us; ignore it.
-    const fs::path path = dir.path / "model.safetensors";
+    const fs::path path = dir.path() / "model.safetensors";
     hr::write_file_atomically(path, std::string_view("old contents"));
     rlimit saved{};
     REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
@@ -581,19 +555,19 @@ TEST_CASE("write_file_atomically: errors name the path and the OS's reason, and 
     std::signal(SIGXFSZ, old_handler);
     CHECK(message.find(fmt::format("cannot write '{}'", path.string())) != std::string::npos);
     CHECK_MESSAGE(message.find("File too large") != std::string::npos, message);
-    CHECK(read_text(path) == "old contents");
+    CHECK(read_file(path) == "old contents");
     CHECK(dir.entries() == std::vector<std::string>{"model.safetensors"});
   }
 }
 
 TEST_CASE("read_safetensors names the file and the OS's reason") {
-  TempDir dir;
-  const std::string none = (dir.path / "none.safetensors").string();
+  const TempDir dir("checkpoint");
+  const std::string none = (dir.path() / "none.safetensors").string();
   CHECK_THROWS_WITH_AS(hr::read_safetensors(none), (none + ": cannot open: No such file or directory").c_str(),
                        hr::CheckpointError);
-  CHECK_THROWS_WITH_AS(hr::read_safetensors(dir.path), (dir.path.string() + ": cannot read: it is a directory").c_str(),
+  CHECK_THROWS_WITH_AS(hr::read_safetensors(dir.path()), (dir.path().string() + ": cannot read: it is a directory").c_str(),
                        hr::CheckpointError);
-  const std::string short_file = (dir.path / "short").string();
+  const std::string short_file = (dir.path() / "short").string();
   hr::write_file_atomically(short_file, std::string_view("abc"));
   CHECK_THROWS_WITH_AS(hr::read_safetensors(short_file),
                        (short_file + ": the file is 3 bytes, too short for the 8-byte header length").c_str(),

@@ -6,15 +6,15 @@
 // an independent implementation: F32 files to 1e-5, F64 files to 1e-10. Breaking
 // any one of those conventions in the script (repeat for repeat_interleave in the
 // GQA grouping, say) makes at least one of these checkpoints mismatch. Skipped,
-// with the reason, where /usr/bin/python3 or torch is missing.
+// with the reason, where /usr/bin/python3 or torch is missing; under CI=true that
+// is a failure instead (support.hpp).
 #include <filesystem>
-
-#include <unistd.h>
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include "cli_runner.hpp"
+#include "support.hpp"
 #include "nn/checkpoint.hpp"
 
 namespace hr = headroom;
@@ -36,10 +36,7 @@ void scramble(hr::TransformerLM<float>& model, std::uint64_t seed) {
 }  // namespace
 
 TEST_CASE("examples/load_checkpoint.py loads our checkpoints into PyTorch and reproduces the loss") {
-  if (!fs::exists(kPython)) {
-    MESSAGE("skipped: " << kPython << " is not installed");
-    return;
-  }
+  if (!prerequisite(fs::exists(kPython), fmt::format("{} is not installed", kPython))) return;
   using hr::Activation, hr::NormPlacement, hr::PositionEncoding;
   const std::vector<hr::ModelConfig> configs{
       // pre-norm, learned positions, exact GELU, biases, untied head
@@ -59,8 +56,8 @@ TEST_CASE("examples/load_checkpoint.py loads our checkpoints into PyTorch and re
   const hr::IndexArray tokens = {{1, 4, 2, 6, 0, 3, 5}, {6, 6, 1, 0, 2, 4, 3}, {2, 5, 5, 1, 3, 0, 6}};  // (3, 7)
   const std::string token_args = "--tokens 1,4,2,6,0,3,5 6,6,1,0,2,4,3 2,5,5,1,3,0,6";
 
-  const fs::path dir = fs::temp_directory_path() / fmt::format("headroom_test_checkpoint_python_{}", ::getpid());
-  fs::create_directories(dir);
+  const TempDir tmp("checkpoint_python");
+  const fs::path& dir = tmp.path();
   std::string paths, expected;
   std::vector<float> losses;
   for (std::size_t i = 0; i < configs.size(); ++i) {
@@ -87,11 +84,9 @@ TEST_CASE("examples/load_checkpoint.py loads our checkpoints into PyTorch and re
 
   const std::string script = std::string(HEADROOM_SOURCE_DIR) + "/examples/load_checkpoint.py";
   const CliResult ok = run_program(kPython, fmt::format("{}{} {} --expect{}", script, paths, token_args, expected));
-  if (ok.output.find("No module named 'torch'") != std::string::npos) {
-    MESSAGE("skipped: " << kPython << " cannot import torch (Debian: apt-get install python3-torch)");
-    fs::remove_all(dir);
+  if (!prerequisite(ok.output.find("No module named 'torch'") == std::string::npos,
+                    fmt::format("{} cannot import torch (Debian: apt-get install python3-torch)", kPython)))
     return;
-  }
   INFO(ok.output);
   CHECK(ok.status == 0);
   CHECK(count_lines(ok.output) == static_cast<int>(2 * configs.size()));
@@ -111,5 +106,4 @@ TEST_CASE("examples/load_checkpoint.py loads our checkpoints into PyTorch and re
   CHECK(bad.status == 1);
   CHECK(bad.output.find(fmt::format("expected {:.9g}", wrong)) != std::string::npos);
   CHECK(bad.output.find("MISMATCH") != std::string::npos);
-  fs::remove_all(dir);
 }

@@ -8,13 +8,12 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include <doctest/doctest.h>
 
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"
 #include "data/utf8.hpp"
+#include "support.hpp"
 
 using headroom::Batch;
 using headroom::CharDataset;
@@ -336,32 +335,6 @@ TEST_CASE("task errors name the task, the value and the requirement") {
 // ---- CharDataset ---------------------------------------------------------------------
 
 namespace {
-
-// A directory of its own per test case and process (CTest may run test cases in
-// parallel), removed at the end.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag)
-      : path_(std::filesystem::temp_directory_path() /
-              ("headroom_test_data_" + tag + "_" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  // Writes `bytes` verbatim to a file in the directory and returns its path.
-  std::filesystem::path write(const std::string& name, const std::string& bytes) const {
-    const std::filesystem::path file = path_ / name;
-    std::ofstream(file, std::ios::binary) << bytes;
-    return file;
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 // 38 characters (44 bytes), 9 distinct; "ö" is 2 bytes and "€" 3 bytes in UTF-8.
 const std::string kText = "a cab ö bad€\nabc dab ba€ö\ncab bad cb!\n";

@@ -15,19 +15,13 @@
 
 #include "interp/head_analysis.hpp"
 #include "cli_runner.hpp"
+#include "support.hpp"
 #include "data/task.hpp"
 
 namespace fs = std::filesystem;
 namespace hr = headroom;
 
 namespace {
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("headroom_test_heads_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
   std::ifstream f(p);
@@ -171,7 +165,8 @@ TEST_CASE("heads: uniform attention (q_proj zero) gives the closed-form statisti
 }
 
 TEST_CASE("headroom heads on a trained induction model finds the induction head, and --prune writes the curves") {
-  const fs::path dir = fresh_dir("induction");
+  const TempDir tmp("heads_induction");
+  const fs::path& dir = tmp.path();
   // seq_len 8: four tokens and their repeat (n = 4). The repeat's query at n + i - 1
   // (token s_i) finds the token after s_i's first occurrence at i: offset n - 1 = 3.
   const CliResult trained = run_headroom("train --task induction --seq-len 8 --vocab 12 --d-model 32 --steps 200 "
@@ -217,7 +212,6 @@ TEST_CASE("headroom heads on a trained induction model finds the induction head,
   text << svg.rdbuf();
   CHECK(text.str().rfind("<svg", 0) == 0);
   CHECK(text.str().find("Validation accuracy as heads are removed") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("headroom heads: a missing model or a bad flag is one line and exit status 2") {

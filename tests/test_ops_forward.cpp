@@ -22,7 +22,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "fixture_text.hpp"
+#include "support.hpp"
 #include "autograd/op_checks.hpp"
 #include "autograd/ops.hpp"
 
@@ -117,50 +117,33 @@ struct FixtureCase {
 };
 
 std::vector<FixtureCase> load_fixture(const std::string& path) {
-  std::ifstream in = open_fixture(path, "tests/fixtures/make_ops_forward.py");
   std::vector<FixtureCase> cases;
   bool open = false;
-  std::string line;
-  for (std::size_t line_no = 1; std::getline(in, line); ++line_no) {
-    if (line.empty() || line[0] == '#') continue;
-    const std::string where = fmt::format("{}:{}", path, line_no);
-    std::istringstream words(line);
-    std::string kind;
-    words >> kind;
-    auto next = [&](const char* what) {
-      std::string w;
-      if (!(words >> w)) throw std::runtime_error(fmt::format("{}: missing {}", where, what));
-      return w;
-    };
-    auto next_count = [&](const char* what) {
-      const double v = parse_number(next(what), where);
-      if (v < 0 || v != std::floor(v))
-        throw std::runtime_error(fmt::format("{}: bad {} {}", where, what, v));
-      return static_cast<std::size_t>(v);
-    };
+  for_each_record(path, "tests/fixtures/make_ops_forward.py", [&](FixtureRecord& r) {
+    const std::string& where = r.where();
+    const std::string kind = r.try_next().value_or("");
     if (kind == "case") {
       if (open) throw std::runtime_error(fmt::format("{}: case inside a case", where));
-      cases.emplace_back().name = next("case name");
+      cases.emplace_back().name = r.next("case name");
       open = true;
     } else if (kind == "end") {
       if (!open) throw std::runtime_error(fmt::format("{}: 'end' outside a case", where));
       open = false;
     } else if (kind == "tensor" || kind == "param") {
       if (!open) throw std::runtime_error(fmt::format("{}: {} outside a case", where, kind));
-      const std::string label = next("label");
+      const std::string label = r.next("label");
       hr::Shape shape;
       std::size_t count = 0;
       if (kind == "tensor") {
-        const std::size_t ndim = next_count("ndim");
-        for (std::size_t d = 0; d < ndim; ++d) shape.push_back(next_count("extent"));
+        const std::size_t ndim = r.next_count("ndim");
+        for (std::size_t d = 0; d < ndim; ++d) shape.push_back(r.next_count("extent"));
         count = hr::shape_size(shape);
       } else {
-        count = next_count("count");
+        count = r.next_count("count");
       }
       std::vector<double> values;
-      for (std::size_t i = 0; i < count; ++i) values.push_back(parse_number(next("value"), where));
-      std::string extra;
-      if (words >> extra)
+      for (std::size_t i = 0; i < count; ++i) values.push_back(r.next_number("value"));
+      if (r.try_next())
         throw std::runtime_error(fmt::format("{}: more than {} values", where, count));
       if (kind == "tensor") {
         cases.back().tensors.push_back({label, std::move(shape), std::move(values)});
@@ -170,7 +153,7 @@ std::vector<FixtureCase> load_fixture(const std::string& path) {
     } else {
       throw std::runtime_error(fmt::format("{}: unknown record '{}'", where, kind));
     }
-  }
+  });
   if (open) throw std::runtime_error(fmt::format("{}: last case has no 'end'", path));
   if (cases.empty()) throw std::runtime_error(fmt::format("{}: no cases", path));
   return cases;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <numbers>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -23,7 +24,7 @@
 #include <fmt/format.h>
 #include <xtensor/xbuilder.hpp>
 
-#include "fixture_text.hpp"
+#include "support.hpp"
 #include "autograd/ops.hpp"
 #include "optim/optim.hpp"
 
@@ -104,31 +105,16 @@ struct TrajectoryCase {
 };
 
 std::vector<TrajectoryCase> load_trajectories(const std::string& path) {
-  std::ifstream in = open_fixture(path, "tests/fixtures/make_adam_trajectory.py");
   std::vector<TrajectoryCase> cases;
   bool open = false;
-  std::string line;
-  for (std::size_t line_no = 1; std::getline(in, line); ++line_no) {
-    if (line.empty() || line[0] == '#') continue;
-    const std::string where = fmt::format("{}:{}", path, line_no);
-    std::istringstream words(line);
-    auto next = [&](const char* what) {
-      std::string w;
-      if (!(words >> w)) throw std::runtime_error(fmt::format("{}: missing {}", where, what));
-      return w;
-    };
-    auto next_count = [&](const char* what) {
-      const double v = parse_number(next(what), where);
-      if (v < 0 || v != std::floor(v))
-        throw std::runtime_error(fmt::format("{}: bad {} {}", where, what, v));
-      return static_cast<std::size_t>(v);
-    };
+  for_each_record(path, "tests/fixtures/make_adam_trajectory.py", [&](FixtureRecord& r) {
+    const std::string& where = r.where();
     auto next_tensor = [&] {
       FixtureTensor t;
-      const std::size_t ndim = next_count("ndim");
-      for (std::size_t d = 0; d < ndim; ++d) t.shape.push_back(next_count("extent"));
+      const std::size_t ndim = r.next_count("ndim");
+      for (std::size_t d = 0; d < ndim; ++d) t.shape.push_back(r.next_count("extent"));
       for (std::size_t i = 0, n = hr::shape_size(t.shape); i < n; ++i)
-        t.values.push_back(parse_number(next("value"), where));
+        t.values.push_back(r.next_number("value"));
       return t;
     };
     auto current_step = [&]() -> TrajectoryStep& {
@@ -136,40 +122,40 @@ std::vector<TrajectoryCase> load_trajectories(const std::string& path) {
         throw std::runtime_error(fmt::format("{}: record outside a step", where));
       return cases.back().steps.back();
     };
-    const std::string kind = next("record");
+    const std::string kind = r.next("record");
     if (kind == "case") {
       if (open) throw std::runtime_error(fmt::format("{}: case inside a case", where));
-      cases.emplace_back().name = next("case name");
+      cases.emplace_back().name = r.next("case name");
       open = true;
     } else if (!open) {
       throw std::runtime_error(fmt::format("{}: '{}' outside a case", where, kind));
     } else if (kind == "end") {
       open = false;
     } else if (kind == "optimizer") {
-      cases.back().optimizer = next("optimizer");
+      cases.back().optimizer = r.next("optimizer");
     } else if (kind == "option") {
-      const std::string key = next("option name");
-      cases.back().options[key] = parse_number(next("option value"), where);
+      const std::string key = r.next("option name");
+      cases.back().options[key] = r.next_number("option value");
     } else if (kind == "param") {
-      const std::string name = next("parameter name");
+      const std::string name = r.next("parameter name");
       cases.back().params.emplace_back(name, next_tensor());
     } else if (kind == "step") {
       TrajectoryStep& s = cases.back().steps.emplace_back();
-      s.k = next_count("step");
-      s.lr = parse_number(next("lr"), where);
+      s.k = r.next_count("step");
+      s.lr = r.next_number("lr");
     } else if (kind == "grad" || kind == "value") {
-      const std::string name = next("parameter name");
+      const std::string name = r.next("parameter name");
       (kind == "grad" ? current_step().grads : current_step().values)[name] = next_tensor();
     } else if (kind == "state") {
-      const std::string name = next("parameter name");
-      const std::string key = next("state key");
+      const std::string name = r.next("parameter name");
+      const std::string key = r.next("state key");
       current_step().state[{name, key}] = next_tensor();
     } else {
       throw std::runtime_error(fmt::format("{}: unknown record '{}'", where, kind));
     }
-    std::string extra;
-    if (words >> extra) throw std::runtime_error(fmt::format("{}: trailing '{}'", where, extra));
-  }
+    if (const std::optional<std::string> extra = r.try_next())
+      throw std::runtime_error(fmt::format("{}: trailing '{}'", where, *extra));
+  });
   if (open) throw std::runtime_error(fmt::format("{}: last case has no 'end'", path));
   return cases;
 }

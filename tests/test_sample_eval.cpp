@@ -20,6 +20,8 @@
 #include "train/run_dir.hpp"
 #include "train/trainer.hpp"
 #include "cli_runner.hpp"
+#include "support.hpp"
+#include "tiny_model.hpp"
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"
 #include "data/utf8.hpp"
@@ -30,24 +32,9 @@ namespace hr = headroom;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("headroom_test_sample_eval_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 void write_file(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary);
   f << text;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 // The message of the std::invalid_argument that f throws ("" when it throws none).
@@ -59,12 +46,6 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
-}
-
-// A small untrained model: its distributions are nearly uniform, which is what the
-// sampling tests want (different seeds must give different text).
-hr::ModelConfig tiny_config(std::size_t vocab, std::size_t max_len) {
-  return hr::ModelConfig{.vocab = vocab, .d_model = 16, .n_layers = 1, .n_heads = 2, .max_len = max_len}.resolved();
 }
 
 // DIR/model.safetensors for `model`, trained (or not) on `dataset` made from `data`.
@@ -107,7 +88,8 @@ TEST_CASE("CharVocab encodes and decodes with a given alphabet and names the voc
 }
 
 TEST_CASE("data metadata round-trips for a task and for a text with non-ASCII characters") {
-  const fs::path dir = fresh_dir("metadata");
+  const TempDir tmp("sample_eval_metadata");
+  const fs::path& dir = tmp.path();
   const auto task = hr::make_task("copy", {.vocab = 9, .seq_len = 6});
   const hr::DataDescription t =
       hr::parse_data_metadata(hr::data_metadata({.task = "copy", .text = "", .seq_len = 6, .vocab = 9}, *task), "m");
@@ -171,7 +153,8 @@ TEST_CASE("parse_data_metadata rejects a malformed description, naming the sourc
 }
 
 TEST_CASE("resolve_model_file: the final model, else the newest checkpoint, a file as itself, else an error") {
-  const fs::path dir = fresh_dir("resolve");
+  const TempDir tmp("sample_eval_resolve");
+  const fs::path& dir = tmp.path();
   for (const char* step : {"step-00000100", "step-00000900", "step-00000050", "step-00001000.tmp", "step-abc"}) {
     fs::create_directories(dir / "checkpoints" / step);
     write_file(dir / "checkpoints" / step / "model.safetensors", "");
@@ -196,7 +179,8 @@ TEST_CASE("resolve_model_file: the final model, else the newest checkpoint, a fi
 }
 
 TEST_CASE("run_config_of finds config.json beside a model or above its checkpoint") {
-  const fs::path dir = fresh_dir("run_config");
+  const TempDir tmp("sample_eval_run_config");
+  const fs::path& dir = tmp.path();
   hr::TrainConfig c;
   c.model.vocab = 8;  // as finalize leaves it
   c.model.max_len = 16;
@@ -263,7 +247,7 @@ TEST_CASE("sample_token: greedy is the first argmax, top-k 1 is greedy, and draw
 
 TEST_CASE("generate crops its context to max_len, is deterministic, and leaves the model's mode alone") {
   hr::Rng init(1);
-  hr::TransformerLM<float> model(tiny_config(7, 6), init);
+  hr::TransformerLM<float> model(tiny_model_config(7, 6), init);
   model.train();
   const std::vector<hr::Index> prompt{3, 4, 5, 6, 3, 4, 5, 6, 3};  // longer than max_len 6
   hr::Rng r1(5), r2(5);
@@ -287,7 +271,8 @@ TEST_CASE("generate crops its context to max_len, is deterministic, and leaves t
 }
 
 TEST_CASE("headroom train then eval and sample: eval reproduces the final and a checkpoint's val numbers") {
-  const fs::path dir = fresh_dir("trained_copy");
+  const TempDir tmp("sample_eval_trained_copy");
+  const fs::path& dir = tmp.path();
   const CliResult train = run_headroom(
       "train --task copy --seq-len 8 --vocab 8 --d-model 32 --heads 2 --steps 150 --warmup 20 --eval-every 50 "
       "--eval-batches 4 --save-every 100 -q --out " + dir.string());
@@ -348,11 +333,12 @@ TEST_CASE("headroom train then eval and sample: eval reproduces the final and a 
 
 TEST_CASE("eval on a saved task model equals evaluate() in-process, with the defaults and with flags") {
   hr::set_threads(1);
-  const fs::path dir = fresh_dir("task_eval");
+  const TempDir tmp("sample_eval_task_eval");
+  const fs::path& dir = tmp.path();
   const hr::DataConfig data{.task = "reverse", .text = "", .seq_len = 6, .vocab = 9};
   const auto task = hr::make_task(data.task, {.vocab = data.vocab, .seq_len = data.seq_len});
   hr::Rng init(11);
-  hr::TransformerLM<float> model(tiny_config(9, 6), init);
+  hr::TransformerLM<float> model(tiny_model_config(9, 6), init);
   save_model_dir(dir, model, data, *task);
 
   // No config.json: 8 batches of 32 rows, seed 0.
@@ -374,11 +360,12 @@ TEST_CASE("eval on a saved task model equals evaluate() in-process, with the def
 }
 
 TEST_CASE("sample is reproducible for a seed, differs across seeds, and greedy = temperature 0 = top-k 1") {
-  const fs::path dir = fresh_dir("text_sample");
+  const TempDir tmp("sample_eval_text_sample");
+  const fs::path& dir = tmp.path();
   write_file(dir / "t.txt", kText);
   const hr::CharDataset chars(dir / "t.txt", {.seq_len = 8});
   hr::Rng init(2);
-  hr::TransformerLM<float> model(tiny_config(chars.vocab_size(), 8), init);
+  hr::TransformerLM<float> model(tiny_model_config(chars.vocab_size(), 8), init);
   save_model_dir(dir, model, {.task = "", .text = (dir / "t.txt").string(), .seq_len = 8, .vocab = 0}, chars);
   const std::string m = "sample --model " + dir.string() + " --prompt 'the caf\u00e9' --tokens 30 ";
 
@@ -420,11 +407,12 @@ TEST_CASE("sample is reproducible for a seed, differs across seeds, and greedy =
 
 TEST_CASE("eval of a text model: its own validation split, any file with --text, and perplexity") {
   hr::set_threads(1);
-  const fs::path dir = fresh_dir("text_eval");
+  const TempDir tmp("sample_eval_text_eval");
+  const fs::path& dir = tmp.path();
   write_file(dir / "t.txt", kText);
   const hr::CharDataset chars(dir / "t.txt", {.seq_len = 8});
   hr::Rng init(4);
-  hr::TransformerLM<float> model(tiny_config(chars.vocab_size(), 8), init);
+  hr::TransformerLM<float> model(tiny_model_config(chars.vocab_size(), 8), init);
   save_model_dir(dir, model, {.task = "", .text = (dir / "t.txt").string(), .seq_len = 8, .vocab = 0}, chars);
 
   const hr::EvalResult own = hr::evaluate(model, chars, 2, 4, hr::validation_seed(0));
@@ -491,10 +479,11 @@ TEST_CASE("eval of a text model: its own validation split, any file with --text,
 }
 
 TEST_CASE("sample and eval: user mistakes get one line naming the problem and exit status 2") {
-  const fs::path dir = fresh_dir("errors");
+  const TempDir tmp("sample_eval_errors");
+  const fs::path& dir = tmp.path();
   const auto task = hr::make_task("copy", {.vocab = 8, .seq_len = 6});
   hr::Rng init(0);
-  hr::TransformerLM<float> model(tiny_config(8, 6), init);
+  hr::TransformerLM<float> model(tiny_model_config(8, 6), init);
   save_model_dir(dir, model, {.task = "copy", .text = "", .seq_len = 6, .vocab = 8}, *task);
   fs::create_directories(dir / "empty");
   write_file(dir / "corrupt.safetensors", "not a checkpoint at all");

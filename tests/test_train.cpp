@@ -13,24 +13,12 @@
 #include "train/optim_setup.hpp"
 #include "train/trainer.hpp"
 #include "cli_runner.hpp"
+#include "support.hpp"
 
 namespace hr = headroom;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("headroom_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir;
-}
 
 // A model small enough to train in a second or two.
 hr::TrainConfig tiny_copy() {
@@ -88,7 +76,8 @@ TEST_CASE("the same seed gives a bit-identical loss curve; another seed does not
 }
 
 TEST_CASE("headroom train writes config.json and metrics.csv and ends with a summary") {
-  const fs::path dir = fresh_dir("files");
+  const TempDir tmp("train_files");
+  const fs::path& dir = tmp.path();
   const CliResult r = run_headroom("train --task copy --vocab 8 --seq-len 8 --d-model 32 --heads 2 --steps 60 "
                                    "--eval-every 20 --warmup 5 --out " + dir.string());
   INFO(r.output);
@@ -110,12 +99,11 @@ TEST_CASE("headroom train writes config.json and metrics.csv and ends with a sum
   REQUIRE(rows.size() == 4);  // header + steps 20, 40, 60
   CHECK(rows[0] == "step,train_loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s");
   CHECK(rows[3].rfind("60,", 0) == 0);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("--config reads a written config.json and flags override it") {
-  const fs::path dir = fresh_dir("config");
-  fs::create_directories(dir);
+  const TempDir tmp("train_config");
+  const fs::path& dir = tmp.path();
   {
     std::ofstream f(dir / "in.json");
     f << R"({"model": {"d_model": 16, "n_heads": 4}, "data": {"task": "reverse", "vocab": 8, "seq_len": 6},
@@ -134,7 +122,6 @@ TEST_CASE("--config reads a written config.json and flags override it") {
   const CliResult again = run_headroom("train -q --config " + (dir / "out" / "config.json").string());
   INFO(again.output);
   CHECK(again.status == 0);
-  fs::remove_all(dir);
 }
 
 // ---- the config's field tables, enums and flags ---------------------------------
@@ -273,8 +260,8 @@ TEST_CASE("every table field has its flag in train --help, except the keys set o
 }
 
 TEST_CASE("flags override --config, which overrides the task's defaults, field by field") {
-  const fs::path dir = fresh_dir("flag_precedence");
-  fs::create_directories(dir);
+  const TempDir tmp("train_flag_precedence");
+  const fs::path& dir = tmp.path();
   std::ofstream(dir / "c.json") << R"({"data": {"task": "recall"}, "train": {"optimizer": "adam", "steps": 5},
                                       "model": {"norm": "post"}})";
   const std::string run = dir.string() + "/run";
@@ -294,12 +281,11 @@ TEST_CASE("flags override --config, which overrides the task's defaults, field b
   CHECK(c["model"]["bias"] == false);
   CHECK(c["model"]["causal"] == false);
   CHECK(c["model"]["tie_embeddings"] == true);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("headroom train: bad input gets one line naming the problem and exit status 2") {
-  const fs::path dir = fresh_dir("bad");
-  fs::create_directories(dir);
+  const TempDir tmp("train_bad");
+  const fs::path& dir = tmp.path();
   {
     std::ofstream(dir / "unknown.json") << R"({"train": {"stepz": 5}})";
     std::ofstream(dir / "wrongtype.json") << R"({"model": {"d_model": "big"}})";
@@ -358,7 +344,6 @@ TEST_CASE("headroom train: bad input gets one line naming the problem and exit s
     CHECK_FALSE(fs::exists(dir / "run"));  // nothing written for a run that never started
     fs::remove_all(dir / "run");
   }
-  fs::remove_all(dir);
 }
 
 // ---- checkpoints, resume, interrupts and bad steps ----------------------------
@@ -385,7 +370,10 @@ hr::TrainConfig tiny_resumable() {
 }  // namespace
 
 TEST_CASE("a run stopped at step k and resumed is bit-identical to the uninterrupted run") {
-  const fs::path whole = fresh_dir("resume_whole"), parts = fresh_dir("resume_parts");
+  const TempDir whole_tmp("train_resume_whole");
+  const TempDir parts_tmp("train_resume_parts");
+  const fs::path& whole = whole_tmp.path();
+  const fs::path& parts = parts_tmp.path();
   hr::TrainConfig c = tiny_resumable();
   auto data = hr::make_dataset(c);
   c = hr::finalize(c, *data);
@@ -427,12 +415,11 @@ TEST_CASE("a run stopped at step k and resumed is bit-identical to the uninterru
     CHECK(fs::exists(parts / "checkpoints" / "step-00000047"));
     CHECK_FALSE(fs::exists(parts / "checkpoints" / "step-00000040"));
   }
-  fs::remove_all(whole);
-  fs::remove_all(parts);
 }
 
 TEST_CASE("resume refuses a finished run, a checkpoint of another model and a corrupt state file") {
-  const fs::path dir = fresh_dir("resume_bad");
+  const TempDir tmp("train_resume_bad");
+  const fs::path& dir = tmp.path();
   hr::TrainConfig c = tiny_resumable();
   auto data = hr::make_dataset(c);
   c = hr::finalize(c, *data);
@@ -464,7 +451,6 @@ TEST_CASE("resume refuses a finished run, a checkpoint of another model and a co
     CHECK_THROWS_WITH_AS(hr::train(c, *data, o), doctest::Contains("has no checkpoint to resume from"),
                          std::invalid_argument);
   }
-  fs::remove_all(dir);
 }
 
 // The step number in "interrupted at step N" of a run's output.
@@ -476,7 +462,8 @@ static std::size_t interrupted_step(const std::string& output) {
 }
 
 TEST_CASE("Ctrl-C and SIGTERM save a checkpoint, and --resume continues from it") {
-  const fs::path dir = fresh_dir("sigint");
+  const TempDir tmp("train_sigint");
+  const fs::path& dir = tmp.path();
   // timeout sends SIGINT after 3 s to a run that would take hours, to the process and
   // then to its process group: the run sees the signal twice within microseconds and
   // must treat the copy as the same request, not as a second Ctrl-C that kills.
@@ -512,11 +499,11 @@ TEST_CASE("Ctrl-C and SIGTERM save a checkpoint, and --resume continues from it"
   const CliResult changed = run_headroom("train --resume " + dir.string() + " --lr 0.1");
   CHECK(changed.status == 2);
   CHECK(changed.output.find("--resume excludes --lr") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("non-finite steps never reach the weights, and too many in a row stop the run") {
-  const fs::path dir = fresh_dir("diverge");
+  const TempDir tmp("train_diverge");
+  const fs::path& dir = tmp.path();
   // SGD at lr 1e30: step 1 is finite and throws the weights to ~1e28; from step 2 on
   // the forward pass overflows and every step is skipped.
   const std::string args = "train --d-model 16 --heads 2 --vocab 8 --seq-len 8 --optimizer sgd --lr 1e30 --clip 0 "
@@ -540,11 +527,11 @@ TEST_CASE("non-finite steps never reach the weights, and too many in a row stop 
     CHECK(r.status == 1);
     CHECK(r.output.find("first NaN/Inf: anomaly: forward of '") != std::string::npos);
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("recall's and before's own defaults apply below --config and the flags") {
-  const fs::path dir = fresh_dir("recall_defaults");
+  const TempDir tmp("train_recall_defaults");
+  const fs::path& dir = tmp.path();
   const CliResult r = run_headroom("train --task recall --steps 2 --seq-len 8 -q --out " + dir.string());
   INFO(r.output);
   REQUIRE(r.status == 0);
@@ -559,5 +546,4 @@ TEST_CASE("recall's and before's own defaults apply below --config and the flags
   CHECK(hr::task_defaults("recall").data.seq_len == 6);
   CHECK(hr::task_defaults("before").optim.steps == 3000);
   CHECK(hr::task_defaults("before").optim.lr == hr::TrainConfig{}.optim.lr);
-  fs::remove_all(dir);
 }
