@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Installs what headroom needs to build and test, from Debian's packages. Safe to
 # run again: it installs only what is missing, and does nothing when all is there.
+#
+#   scripts/setup.sh [MORE_PACKAGES...]   (.ci/run adds the test-only tools)
 set -euo pipefail
 
 packages=(
   build-essential cmake        # compiler, CMake and CTest
   libxtensor-dev libxsimd-dev  # arrays (XTENSOR_USE_XSIMD)
-  libblis-pthread-dev                                 # GEMMs (HEADROOM_BLAS=BLIS, the default)
-  libxtensor-blas-dev libopenblas-dev liblapack-dev  # xtensor-blas; OpenBLAS for HEADROOM_BLAS=OpenBLAS
+  libblis-pthread-dev          # GEMMs (HEADROOM_BLAS=BLIS, the default)
+  # xtensor-blas; OpenBLAS for HEADROOM_BLAS=OpenBLAS, and the BLAS and LAPACK that
+  # xtensor-blas's CMake package looks for (OpenBLAS carries LAPACK)
+  libxtensor-blas-dev libopenblas-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev doctest-dev
+  "$@"
 )
 
 missing=()
