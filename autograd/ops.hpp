@@ -66,11 +66,11 @@ template <typename T> std::vector<Tensor<T>> split(const Tensor<T>& x, int axis,
 
 // ---- matrix product ----------------------------------------------------------------
 // (..., M, K) @ (..., K, N) -> (..., M, N). Both operands have at least two axes;
-// leading (batch) axes broadcast. One BLAS GEMM per 2-D slice (DESIGN.md #4).
+// leading (batch) axes broadcast. One BLAS GEMM per 2-D slice (docs/design.md #4).
 template <typename T> Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b);
 // The affine map of nn.Linear: y = x W^T + b. x (..., in), weight (out, in) as in
 // PyTorch's state_dict, bias (out) or an undefined tensor for none -> (..., out).
-// The leading axes are flattened into one GEMM (DESIGN.md #4) with W^T folded
+// The leading axes are flattened into one GEMM (docs/design.md #4) with W^T folded
 // into the GEMM's flags.
 template <typename T> Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias = {});
 

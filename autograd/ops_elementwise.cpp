@@ -1,5 +1,5 @@
 // Elementwise ops. Same-shape binary ops and every unary op are plain loops over
-// contiguous memory (DESIGN.md, performance model); broadcasting binary ops let
+// contiguous memory (docs/design.md, "Performance model"); broadcasting binary ops let
 // xtensor broadcast two evaluated containers. Gradients of broadcast inputs are
 // summed back to their shapes by accumulate_grad, never here.
 #include <cmath>

@@ -1,5 +1,5 @@
 // Batched matrix product with broadcast batch axes, one BLAS GEMM per 2-D slice
-// (DESIGN.md #4). Transposes in backward are folded into the GEMM flags, not copied.
+// (docs/design.md #4). Transposes in backward are folded into the GEMM flags, not copied.
 #include <type_traits>
 
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// headroom's one random number generator (DESIGN.md #6).
+// headroom's one random number generator (docs/design.md #6).
 //
 // xoshiro256** (Blackman and Vigna, 2018) seeded through splitmix64. Uniforms take
 // the top 53 bits of a draw; normals use the Box-Muller transform on two such

@@ -18,7 +18,7 @@ namespace headroom {
 using Shape = xt::dynamic_shape<std::size_t>;
 
 // Every user-facing mistake (bad shape, bad axis, bad config) is one of these, so
-// callers can catch std::invalid_argument and print a single line (DESIGN.md #5).
+// callers can catch std::invalid_argument and print a single line (docs/design.md #5).
 class ShapeError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;

@@ -152,7 +152,7 @@ std::size_t tape_size();
 template <typename T>
 void clear_tape();
 
-// The one place gradients enter a node (DESIGN.md #3). `grad` must have the node's
+// The one place gradients enter a node (docs/design.md #3). `grad` must have the node's
 // shape or broadcast to it: broadcast axes are summed back to the node's shape.
 // Any other shape is a ShapeError naming the op and both shapes. Nodes that do not
 // require grad are skipped.

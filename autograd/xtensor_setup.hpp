@@ -4,14 +4,14 @@
 //
 // Two settings change the type xt::xarray<T> (its allocator), so every translation
 // unit that shares a container with headroom must agree on them:
-//   XTENSOR_USE_XSIMD                 fast broadcasting (DESIGN.md, Performance model);
+//   XTENSOR_USE_XSIMD                 fast broadcasting (docs/design.md, "Performance model");
 //   XTENSOR_DEFAULT_ALLOCATOR(T)      xsimd::aligned_allocator<T, 64>.
 // Both are usage requirements of the headroom::autograd CMake target
 // (autograd/CMakeLists.txt), so they are on the compiler's command line of every
 // target that links it, before any header is read, in whatever order a file then
 // includes xtensor and headroom.
 //
-// DESIGN.md asks for 64-byte-aligned storage: with XTENSOR_USE_XSIMD alone, xsimd
+// docs/design.md ("Performance model") asks for 64-byte-aligned storage: with XTENSOR_USE_XSIMD alone, xsimd
 // aligns to the compile-time SIMD width (16 bytes without -march flags), and 16-byte
 // alignment made OpenBLAS's two-thread GEMMs erratic here. 64 bytes is a cache line
 // and an AVX-512 register.

@@ -3,7 +3,7 @@
 same measurement and the same one-line JSON output (see bench/README.md).
 
 Run it with /usr/bin/python3 (Debian's python3-torch 1.13). The model follows
-DESIGN.md's conventions in plain nn.Module code, so its state_dict carries
+the conventions of docs/design.md in plain nn.Module code, so its state_dict carries
 headroom's checkpoint names (blocks.0.attn.q_proj.weight, ...):
 
     x = tok_emb[tokens] + pos_emb[0:T]                   no sqrt(d_model) scaling

@@ -9,7 +9,7 @@
 //
 // The token batches are uniform random ids in [0, V), drawn with our Rng from
 // --seed before the clock starts; the model is TransformerLM<float> with
-// DESIGN.md's defaults (pre-norm, learned positions, exact GELU, biases, untied
+// docs/design.md's defaults (pre-norm, learned positions, exact GELU, biases, untied
 // head, d_ff = 4 d_model) and max_len = T.
 //
 // Output: progress and errors on stderr; one JSON line on stdout, the format both

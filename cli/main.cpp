@@ -1,6 +1,6 @@
 // The `headroom` executable: one subcommand per job. User mistakes (bad flags, bad
 // shapes, bad files) arrive as std::invalid_argument or a CLI11 parse error and
-// leave as one line on stderr with exit status 2, never as an abort (DESIGN.md #5).
+// leave as one line on stderr with exit status 2, never as an abort (docs/design.md #5).
 #include <exception>
 #include <iostream>
 #include <string>

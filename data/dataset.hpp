@@ -17,7 +17,7 @@
 namespace headroom {
 
 // Bad data configuration or bad input files; a std::invalid_argument so the CLI
-// prints it as one line (DESIGN.md #5). Messages name the task or file and values.
+// prints it as one line (docs/design.md #5). Messages name the task or file and values.
 class DataError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;

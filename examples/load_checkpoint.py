@@ -9,7 +9,7 @@ parsed here with struct and json (8-byte little-endian header length, JSON heade
 raw little-endian data), not with the safetensors package.
 
 The model is built from the config in the file's __metadata__ and follows
-DESIGN.md's conventions in ordinary nn.Module code, with the parameter names of
+the conventions of docs/design.md in ordinary nn.Module code, with the parameter names of
 the checkpoint, so load_state_dict(strict=True) takes the tensors without renaming:
 
     x = tok_emb[tokens] + position            learned (pos_emb) or sinusoidal, no scaling

@@ -12,7 +12,7 @@
 // can be measured. It equals concat with one W_O block shared by every head, so the
 // heads can no longer write to different directions of the residual stream.
 //
-// Conventions (DESIGN.md): projection rows are head-major (rows [j d_k, (j+1) d_k)
+// Conventions (docs/design.md, "Model conventions"): projection rows are head-major (rows [j d_k, (j+1) d_k)
 // of q_proj.weight are query head j); with grouped-query attention (Ainslie et al.,
 // 2023) query head j reads key/value head j / g, so consecutive query heads share;
 // n_kv_heads = 1 is multi-query attention (Shazeer, 2019). The causal mask removes

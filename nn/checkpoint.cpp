@@ -1,5 +1,5 @@
 // Model checkpoints over the safetensors container: parameters by their
-// named_parameters() names (DESIGN.md's list), the config under "config" in
+// named_parameters() names (the parameter names of docs/design.md), the config under "config" in
 // __metadata__, strict loading through Module::load_state_dict (all or nothing).
 #include "nn/checkpoint.hpp"
 
@@ -27,7 +27,7 @@ std::uint64_t add_sat(std::uint64_t a, std::uint64_t b) {
 }
 
 // The number of parameter values a resolved config makes TransformerLM allocate,
-// following DESIGN.md's list. load_model compares it with the file before building,
+// following the parameter names of docs/design.md. load_model compares it with the file before building,
 // so that a config claiming a vocabulary of 10^12 is an error rather than an
 // allocation of terabytes.
 std::uint64_t parameter_values(const ModelConfig& c) {

@@ -1,5 +1,5 @@
 // Model checkpoints: a TransformerLM's parameters in a safetensors file, named and
-// laid out as DESIGN.md lists them (PyTorch's state_dict), with the model's config
+// laid out as docs/design.md lists them (PyTorch's state_dict), with the model's config
 // as a JSON string under "config" in __metadata__ (every key written explicitly).
 // A checkpoint loads into a plain PyTorch model without renaming
 // (examples/load_checkpoint.py).

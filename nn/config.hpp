@@ -1,4 +1,4 @@
-// The model's configuration: the config keys of DESIGN.md, their defaults, their
+// The model's configuration: the config keys of docs/design.md, their defaults, their
 // validation, and their JSON form (the checkpoint's __metadata__ and config.json).
 #pragma once
 

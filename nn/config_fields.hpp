@@ -1,4 +1,4 @@
-// ModelConfig's field table (nn/config_field.hpp), in DESIGN.md's key order: the
+// ModelConfig's field table (nn/config_field.hpp), in docs/design.md's key order: the
 // order of the unknown-key message and of the Model flags in --help.
 #pragma once
 

@@ -1,6 +1,6 @@
 // Autoregressive generation from a trained TransformerLM: greedy, or sampling at a
 // temperature from the top k candidates, drawn with headroom's own Rng so a seed
-// reproduces the output on any standard library (DESIGN.md #6).
+// reproduces the output on any standard library (docs/design.md #6).
 //
 // Legend: V = vocab, L = tokens in the model's context (at most max_len).
 #pragma once

@@ -66,7 +66,7 @@ class Module {
   bool training_ = true;
 };
 
-// Initialisers drawing from our seeded Rng (DESIGN.md #6).
+// Initialisers drawing from our seeded Rng (docs/design.md #6).
 template <typename T>
 xt::xarray<T> normal_init(const Shape& shape, double std, Rng& rng);
 template <typename T>

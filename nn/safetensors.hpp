@@ -1,4 +1,4 @@
-// The safetensors container (DESIGN.md, "The model and its checkpoint"): an 8-byte
+// The safetensors container (docs/design.md, "The checkpoint format"): an 8-byte
 // little-endian header length N, N bytes of JSON, then the raw little-endian tensor
 // data. The header maps each tensor name to {"dtype", "shape", "data_offsets":
 // [begin, end)} (offsets relative to the end of the header) and may hold a
@@ -28,7 +28,7 @@
 namespace headroom {
 
 // A file that cannot be read or written, or one that is malformed. A
-// std::invalid_argument, so the CLI prints it as one line (DESIGN.md #5).
+// std::invalid_argument, so the CLI prints it as one line (docs/design.md #5).
 class CheckpointError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;

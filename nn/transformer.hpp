@@ -1,4 +1,4 @@
-// The transformer block and the decoder-only language model of DESIGN.md.
+// The transformer block and the decoder-only language model of docs/design.md.
 //
 // Legend: B = batch, T = time, C = d_model, V = vocab.
 //   pre-norm:  x = x + attn(ln1(x));  x = x + ffn(ln2(x))

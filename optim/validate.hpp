@@ -1,6 +1,6 @@
 // Option checks shared by the optimizers and schedules (internal to optim/). Each
 // throws std::invalid_argument as "<who>: <option> must be <rule>, got <value>"
-// (DESIGN.md #5); NaN fails every rule, since every comparison with it is false.
+// (docs/design.md #5); NaN fails every rule, since every comparison with it is false.
 #pragma once
 
 #include <cmath>

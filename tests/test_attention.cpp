@@ -33,7 +33,7 @@ hr::GradcheckReport check_attention(hr::AttentionOptions options, const hr::Shap
   return hr::gradcheck([&] { return std::vector<D>{attn.forward(x, padding).out}; }, inputs);
 }
 
-// Attention written out with loops, from the conventions in DESIGN.md alone.
+// Attention written out with loops, from the conventions in docs/design.md alone.
 xt::xarray<double> reference_attention(const hr::MultiHeadAttention<double>& attn,
                                        const xt::xarray<double>& x, const hr::Mask* padding) {
   const auto& o = attn.options();

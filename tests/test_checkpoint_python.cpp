@@ -1,6 +1,6 @@
 // examples/load_checkpoint.py loads our checkpoints into a plain PyTorch model
 // (strict state_dict, no renaming) and reproduces our loss. That checks the
-// checkpoint names and layouts, and every convention of DESIGN.md the config
+// checkpoint names and layouts, and every convention of docs/design.md the config
 // switches (pre/post norm, learned/sinusoidal positions, GQA grouping, attn_scale,
 // the causal mask, the activations, tied head, bias, ln_eps, head_combine), against
 // an independent implementation: F32 files to 1e-5, F64 files to 1e-10. Breaking

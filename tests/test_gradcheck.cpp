@@ -133,7 +133,7 @@ TEST_CASE("gradcheck validates its inputs") {
 }
 
 TEST_CASE("a composed softmax-cross-entropy agrees with the fused op") {
-  // STYLE.md: a fused kernel is tested against its composed twin. Here the fused
+  // docs/style.md: a fused kernel is tested against its composed twin. Here the fused
   // cross_entropy against -mean(log_softmax . onehot), values and gradients.
   headroom::Rng rng(11);
   const xt::xarray<double> lv = normals({3, 4, 5}, rng, 2.0);

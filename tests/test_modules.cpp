@@ -1,4 +1,4 @@
-// Modules: names as DESIGN.md lists them, state dicts, config JSON, causality and
+// Modules: names as docs/design.md lists them, state dicts, config JSON, causality and
 // the sinusoidal table. Their gradient checks are in test_module_gradcheck.cpp.
 #include <cmath>
 #include <set>
@@ -22,7 +22,7 @@ hr::IndexArray random_tokens(std::size_t b, std::size_t t, std::size_t vocab, hr
 
 }  // namespace
 
-TEST_CASE("parameter names follow DESIGN.md and PyTorch's state_dict") {
+TEST_CASE("parameter names follow docs/design.md and PyTorch's state_dict") {
   hr::Rng rng(0);
   hr::TransformerLM<float> lm({.vocab = 11, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 16}, rng);
   std::vector<std::string> names;

@@ -43,7 +43,7 @@ TEST_CASE("sum_to_shape rejects shapes that do not broadcast") {
                        std::invalid_argument);
 }
 
-TEST_CASE("every array's storage is 64-byte aligned (DESIGN.md)") {
+TEST_CASE("every array's storage is 64-byte aligned (docs/design.md)") {
   // Containers made directly, by xtensor builders, and by an op.
   const xt::xarray<float> a = xt::xarray<float>::from_shape({3, 5});
   const xt::xarray<double> b = xt::zeros<double>({7});
