@@ -1,5 +1,7 @@
 #include "autograd/memory.hpp"
 
+#include <cstdlib>  // defines __GLIBC__ on glibc: nothing else here may be included first
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
