@@ -230,7 +230,7 @@ TEST_CASE("model config enums: every name parses back to its value, and a bad na
                        std::invalid_argument);
 }
 
-TEST_CASE("model config: operator== compares fields; resolved configs compare what they resolve to") {
+TEST_CASE("model config: operator== compares fields, and resolved configs compare what they resolve to") {
   const hr::ModelConfig a{.vocab = 10, .d_model = 32, .n_heads = 4};
   hr::ModelConfig b = a;
   CHECK(a == b);

@@ -8,7 +8,7 @@
 
 using headroom::Rng;
 
-TEST_CASE("the same seed gives the same stream; another seed does not") {
+TEST_CASE("the same seed gives the same stream, and another seed does not") {
   Rng a(42), b(42), c(43);
   bool differs = false;
   for (int i = 0; i < 100; ++i) {

@@ -95,7 +95,7 @@ TEST_CASE("only inputs that require grad receive gradients") {
   CHECK_FALSE(x.has_grad());
 }
 
-TEST_CASE("intermediate tensors do not keep gradients; leaves do") {
+TEST_CASE("intermediate tensors do not keep gradients, but leaves do") {
   D x = leaf({1.0, 2.0});
   D h = mul_scalar(x, 2.0);
   sum(h).backward();

@@ -54,7 +54,7 @@ TEST_CASE("training smoke: a tiny model learns copy to 99% validation accuracy")
   CHECK(s.final_val.counted == 4u * 32 * 4);  // 4 batches of 32 rows, 4 answer tokens each
 }
 
-TEST_CASE("the same seed gives a bit-identical loss curve; another seed does not") {
+TEST_CASE("the same seed gives a bit-identical loss curve, and another seed does not") {
   hr::TrainConfig c = tiny_copy();
   c.optim.steps = 40;
   c.optim.eval_every = 10;
