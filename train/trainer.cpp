@@ -28,9 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// Independent streams from one seed (validation is validation_seed's stream).
-constexpr std::uint64_t kInitStream = 0;
-constexpr std::uint64_t kTrainStream = 1;
 
 }  // namespace
 

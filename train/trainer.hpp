@@ -5,6 +5,7 @@
 // callback. Nothing here prints.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -15,6 +16,11 @@
 #include "train/evaluate.hpp"
 
 namespace headroom {
+
+// A run's independent random streams of its one seed: the initial weights and the
+// training batches (the validation batches are validation_seed's stream 2).
+inline constexpr std::uint64_t kInitStream = 0;
+inline constexpr std::uint64_t kTrainStream = 1;
 
 struct Progress {
   std::size_t step = 0;
