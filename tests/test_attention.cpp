@@ -444,3 +444,55 @@ TEST_CASE("the fused attention op equals the composed ops it replaced, values an
     }
   }
 }
+
+// Attention dropout in training mode runs the module's composed path (nn/attention.cpp),
+// not the fused op. At a dropout rate of 1e-15 no weight is dropped and the rest are
+// scaled by 1 + 1e-15, so that path must give what the fused path gives, output and
+// input gradient, for every layout it serves: GQA and MQA, causal or not, key padding,
+// the head gate and summed heads. Its causal mask, its grouping, its padding and its
+// gate are then all checked, which no other test does.
+TEST_CASE("the composed attention path (dropout in training) equals the fused one for every layout") {
+  struct Layout {
+    const char* name;
+    hr::AttentionOptions options;
+    bool padding = false;
+    bool gate = false;
+  };
+  const std::vector<Layout> layouts{
+      {"MHA causal", {.d_model = 8, .n_heads = 4}},
+      {"MHA not causal", {.d_model = 8, .n_heads = 4, .causal = false}},
+      {"GQA 4 over 2, padding", {.d_model = 8, .n_heads = 4, .n_kv_heads = 2}, true},
+      {"MQA, d_k and d_v free, gate", {.d_model = 6, .n_heads = 3, .d_k = 4, .d_v = 5, .n_kv_heads = 1}, false, true},
+      {"summed heads, padding, gate", {.d_model = 8, .n_heads = 2, .head_combine = hr::HeadCombine::sum}, true, true},
+  };
+  const std::size_t B = 2, T = 5;
+  hr::Mask padding = hr::Mask::from_shape({B, T});
+  padding.fill(false);
+  padding(0, 4) = true;
+  padding(1, 3) = true;
+  padding(1, 4) = true;
+  for (const Layout& l : layouts) {
+    CAPTURE(l.name);
+    hr::AttentionOptions o = l.options;
+    o.init_std = 0.4;
+    o.out_init_std = 0.4;
+    o.dropout = 1e-15;
+    hr::Rng rng(11);
+    hr::MultiHeadAttention<double> attn(o, rng);
+    if (l.gate) attn.set_head_gate(D(hr::normal_init<double>({o.n_heads}, 1.0, rng)));
+    const xt::xarray<double> x0 = hr::normal_init<double>({B, T, o.d_model}, 1.0, rng);
+    const xt::xarray<double> upstream = hr::normal_init<double>({B, T, o.d_model}, 1.0, rng);
+    const hr::Mask* pad = l.padding ? &padding : nullptr;
+    auto run = [&](bool training) {
+      attn.train(training);
+      D x(x0, true);
+      const D out = attn.forward(x, pad).out;
+      out.backward(upstream);
+      return std::pair{out.value(), x.grad()};
+    };
+    const auto [composed, composed_grad] = run(true);
+    const auto [fused, fused_grad] = run(false);
+    CHECK(xt::allclose(composed, fused, 1e-10, 1e-12));
+    CHECK(xt::allclose(composed_grad, fused_grad, 1e-10, 1e-12));
+  }
+}
