@@ -1,5 +1,6 @@
 // `headroom train` and the trainer behind it: a tiny model learns `copy`, the files
 // it writes, determinism, --config with flags overriding it, and one-line errors.
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "nn/config_fields.hpp"
 #include "train/config_fields.hpp"
 #include "train/optim_setup.hpp"
+#include "train/resume.hpp"
 #include "train/step.hpp"
 #include "train/trainer.hpp"
 #include "cli_runner.hpp"
@@ -126,6 +128,19 @@ TEST_CASE("the trainer's steps are train_step at the schedule's rates, from the 
   // The warm-up and the decay make the rates differ, so a constant rate could not pass.
   CHECK(rates.front() < rates[7]);
   CHECK(rates.back() < rates[7]);
+}
+
+TEST_CASE("a good step ends a run of bad steps, and the bad ones are counted and add no loss") {
+  hr::LoopState s;
+  CHECK(hr::record_step(s, false, NAN) == 1);
+  CHECK(hr::record_step(s, false, INFINITY) == 2);
+  CHECK(hr::record_step(s, true, 0.5) == 0);  // the run of bad steps is over
+  CHECK(s.consecutive_bad == 0);
+  CHECK(hr::record_step(s, false, NAN) == 1);  // a new run starts from one
+  CHECK(hr::record_step(s, true, 0.25) == 0);
+  CHECK(s.skipped_steps == 3);
+  CHECK(s.steps_since == 2);
+  CHECK(s.loss_since == 0.75);
 }
 
 TEST_CASE("headroom train writes config.json and metrics.csv and ends with a summary") {

@@ -236,4 +236,16 @@ LoopState load_training_checkpoint(const fs::path& dir, const TrainConfig& confi
   return s;
 }
 
+std::size_t record_step(LoopState& state, bool updated, double loss) {
+  if (updated) {
+    state.consecutive_bad = 0;
+    state.loss_since += loss;
+    ++state.steps_since;
+  } else {
+    ++state.skipped_steps;
+    ++state.consecutive_bad;
+  }
+  return state.consecutive_bad;
+}
+
 }  // namespace headroom

@@ -43,6 +43,12 @@ struct LoopState {
   Rng::State data_rng{};
 };
 
+// Adds one step to the loop's running sums: a step that updated the weights adds its
+// loss and ends any run of bad steps; one that did not (a non-finite loss or gradient
+// norm) counts as skipped and extends the run. Returns the length of the run of bad
+// steps it is now part of (0 after a good step): the trainer stops at max_bad_steps.
+std::size_t record_step(LoopState& state, bool updated, double loss);
+
 // OUT/checkpoints/step-<8 digits>.
 std::filesystem::path checkpoint_dir(const std::filesystem::path& out_dir, std::size_t step);
 

@@ -142,18 +142,11 @@ class Loop {
   // The running sums of a step; a run of max_bad_steps bad steps ends the run.
   void count(std::size_t step, const StepResult& r) {
     if (!r.anomaly.empty() && first_anomaly_.empty()) first_anomaly_ = r.anomaly;
-    if (r.updated) {
-      state_.consecutive_bad = 0;
-      state_.loss_since += r.loss;
-      ++state_.steps_since;
-    } else {
-      ++state_.skipped_steps;
-      ++state_.consecutive_bad;
-      summary_.skipped_steps = state_.skipped_steps;
-      if (state_.consecutive_bad >= o_.max_bad_steps) {
-        throw TrainingDiverged(bad_step_message(step, state_.consecutive_bad, r, summary_.checkpoint,
-                                                first_anomaly_, o_.detect_anomaly));
-      }
+    const std::size_t bad = record_step(state_, r.updated, r.loss);
+    summary_.skipped_steps = state_.skipped_steps;
+    if (bad >= o_.max_bad_steps) {
+      throw TrainingDiverged(
+          bad_step_message(step, bad, r, summary_.checkpoint, first_anomaly_, o_.detect_anomaly));
     }
     state_.step = step;
     state_.tokens_since += o_.batch * data_.seq_len();
