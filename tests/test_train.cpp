@@ -589,6 +589,16 @@ TEST_CASE("non-finite steps never reach the weights, and too many in a row stop 
     CHECK(fs::exists(dir / "checkpoints" / "step-00000001"));
     CHECK_FALSE(fs::exists(dir / "checkpoints" / "step-00000002"));
   }
+  SUBCASE("a run that ends with a non-finite validation loss fails and writes no model") {
+    std::string many = args;
+    many.replace(many.find("--max-bad-steps 3"), 17, "--max-bad-steps 1000 --steps 6");
+    const CliResult r = run_headroom(many);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("training ended at step 6 with a non-finite validation loss (nan), so no model.safetensors "
+                        "was written; 5 of 6 updates were skipped") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "model.safetensors"));
+  }
   SUBCASE("--detect-anomaly names the op that made the first NaN") {
     const CliResult r = run_headroom(args + " --detect-anomaly");
     INFO(r.output);

@@ -191,6 +191,15 @@ class Loop {
   }
 
   TrainSummary finish(std::size_t step) {
+    // A run that ends unable to predict (every late step skipped, say) is a failure,
+    // not a model: we say so instead of writing model.safetensors.
+    if (!summary_.stopped_early && !std::isfinite(state_.last_val.loss)) {
+      throw TrainingDiverged(fmt::format(
+          "training ended at step {} with a non-finite validation loss ({}), so no model.safetensors was written; "
+          "{} of {} updates were skipped for a non-finite loss or gradient norm (lower --lr, or keep --clip on)",
+          step, std::isnan(state_.last_val.loss) ? std::string("nan") : fmt::format("{}", state_.last_val.loss),
+          state_.skipped_steps, step));
+    }
     if (!out_dir_.empty() && !summary_.stopped_early) {
       const fs::path model_file = out_dir_ / "model.safetensors";
       save_checkpoint(model_file, model_, config_.model, metadata_);
