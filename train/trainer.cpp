@@ -4,9 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
