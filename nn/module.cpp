@@ -1,5 +1,6 @@
 #include "nn/module.hpp"
 
+#include <cmath>
 #include <map>
 #include <stdexcept>
 
@@ -99,6 +100,23 @@ void Module<T>::load_state_dict(const StateDict<T>& dict) {
 }
 
 template <typename T>
+NonFiniteValues non_finite_values(const Module<T>& module) {
+  NonFiniteValues r;
+  for (const auto& [name, p] : module.named_parameters()) {
+    const xt::xarray<T>& v = p.value();
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (std::isfinite(v.data()[i])) continue;
+      if (r.count++ == 0) {
+        r.first_name = name;
+        r.first_index = i;
+        r.first_value = static_cast<double>(v.data()[i]);
+      }
+    }
+  }
+  return r;
+}
+
+template <typename T>
 xt::xarray<T> normal_init(const Shape& shape, double std, Rng& rng) {
   xt::xarray<T> a = xt::xarray<T>::from_shape(shape);
   for (auto& e : a) e = static_cast<T>(std * rng.normal());
@@ -114,6 +132,8 @@ xt::xarray<T> constant_init(const Shape& shape, double value) {
 
 template class Module<float>;
 template class Module<double>;
+template NonFiniteValues non_finite_values<float>(const Module<float>&);
+template NonFiniteValues non_finite_values<double>(const Module<double>&);
 template xt::xarray<float> normal_init<float>(const Shape&, double, Rng&);
 template xt::xarray<double> normal_init<double>(const Shape&, double, Rng&);
 template xt::xarray<float> constant_init<float>(const Shape&, double);

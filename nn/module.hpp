@@ -66,6 +66,16 @@ class Module {
   bool training_ = true;
 };
 
+// The NaN and infinite values among a module's parameters: a model that diverged.
+struct NonFiniteValues {
+  std::size_t count = 0;    // values that are NaN or +-Inf, over every parameter
+  std::string first_name;   // the first parameter (in named_parameters order) holding one
+  std::size_t first_index = 0;  // its flat index there
+  double first_value = 0;       // NaN or +-Inf
+};
+template <typename T>
+NonFiniteValues non_finite_values(const Module<T>& module);
+
 // Initialisers drawing from our seeded Rng (docs/design.md #6).
 template <typename T>
 xt::xarray<T> normal_init(const Shape& shape, double std, Rng& rng);

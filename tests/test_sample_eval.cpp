@@ -526,6 +526,36 @@ TEST_CASE("sample and eval: user mistakes get one line naming the problem and ex
   }
 }
 
+TEST_CASE("a model with a NaN or Inf weight is refused by every command that reads one, naming the first") {
+  const TempDir tmp("non_finite_model");
+  const auto task = hr::make_task("copy", {.vocab = 8, .seq_len = 6});
+  hr::Rng init(0);
+  hr::TransformerLM<float> model(tiny_model_config(8, 6), init);
+  CHECK(hr::non_finite_values(model).count == 0);
+  // Two bad values in the second parameter, one in a later one.
+  hr::NamedTensors<float> params = model.named_parameters();
+  REQUIRE(params.size() > 3);
+  params[1].second.mutable_value().data()[2] = NAN;
+  params[1].second.mutable_value().data()[4] = INFINITY;
+  params[3].second.mutable_value().data()[0] = -INFINITY;
+  const hr::NonFiniteValues bad = hr::non_finite_values(model);
+  CHECK(bad.count == 3);
+  CHECK(bad.first_name == params[1].first);
+  CHECK(bad.first_index == 2);
+  CHECK(std::isnan(bad.first_value));
+
+  save_model_dir(tmp.path(), model, {.task = "copy", .text = "", .seq_len = 6, .vocab = 8}, *task);
+  const std::string says = fmt::format("3 of {} weights are not finite (the first: {}[2] = nan)",
+                                       model.parameter_count(), params[1].first);
+  for (const char* command : {"sample", "eval", "heads", "attention"}) {
+    const CliResult r = run_headroom(fmt::format("{} --model {}", command, tmp.path().string()));
+    INFO("headroom " << command << "\n" << r.output);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.output) == 1);
+    CHECK(r.output.find(says) != std::string::npos);
+  }
+}
+
 TEST_CASE("sample and eval --help list their flags") {
   for (const auto& [command, flags] :
        {std::pair<std::string, std::vector<std::string>>{

@@ -1,5 +1,6 @@
 #include "train/run_dir.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -220,6 +221,14 @@ LoadedRun load_run(const fs::path& model) {
   if (run.data.vocab != run.loaded.config.vocab) {
     throw std::invalid_argument(fmt::format("{}: the data metadata says vocab {} but the model has vocab {}",
                                             run.source, run.data.vocab, run.loaded.config.vocab));
+  }
+  // A model with a NaN or Inf weight has no meaningful loss or sample to give.
+  if (const NonFiniteValues bad = non_finite_values(run.model()); bad.count > 0) {
+    throw std::invalid_argument(fmt::format(
+        "{}: {} of {} weights are not finite (the first: {}[{}] = {}); the run that wrote it diverged, so it cannot "
+        "be evaluated or sampled (retrain it, with a lower --lr)",
+        run.source, bad.count, run.model().parameter_count(), bad.first_name, bad.first_index,
+        std::isnan(bad.first_value) ? std::string("nan") : fmt::format("{}", bad.first_value)));
   }
   return run;
 }

@@ -105,9 +105,11 @@ struct LoadedRun {
   const ModelConfig& config() const { return loaded.config; }
 };
 
-// resolve_model_file, load_model and data_description in one, with the check that
-// the data's vocabulary is the model's. Errors are std::invalid_argument (or the
-// CheckpointError of a file that does not load) naming the file.
+// resolve_model_file, load_model and data_description in one, with the checks that
+// the data's vocabulary is the model's and that every weight is finite (a model
+// with a NaN or Inf weight, from a run that diverged, is refused with the count and
+// the first). Errors are std::invalid_argument (or the CheckpointError of a file that
+// does not load) naming the file.
 LoadedRun load_run(const std::filesystem::path& model);
 
 }  // namespace headroom
