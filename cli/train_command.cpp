@@ -40,7 +40,8 @@ struct TrainCommandFlags : TrainFlags {
 // The flags that are wrong on their own, before any config is read.
 void check_flags(const TrainCommandFlags& flags) {
   if (flags.out && flags.out->empty()) {
-    throw std::invalid_argument("--out: the path is empty; give a directory, or --no-save for a run that saves nothing");
+    throw std::invalid_argument(
+        "--out: the path is empty; give a directory, or --no-save for a run that saves nothing");
   }
   if (flags.stop_after && *flags.stop_after == 0) {
     throw std::invalid_argument("--stop-after 0: the step to stop after must be at least 1");

@@ -120,9 +120,10 @@ class Loop {
   // until this run stops, --model DIR reads the newest checkpoint.
   void open_files() {
     if (out_dir_.empty()) return;
+    const fs::path stale_model = out_dir_ / "model.safetensors";
     std::error_code ec;
-    fs::remove(out_dir_ / "model.safetensors", ec);
-    if (ec) throw std::invalid_argument(fmt::format("cannot remove {}: {}", (out_dir_ / "model.safetensors").string(), ec.message()));
+    fs::remove(stale_model, ec);
+    if (ec) throw std::invalid_argument(fmt::format("cannot remove {}: {}", stale_model.string(), ec.message()));
     write_file_atomically(out_dir_ / "config.json", to_json(config_).dump(2) + "\n");
     metrics_ = MetricsWriter::open(out_dir_, options_.resume, state_.step);
   }
