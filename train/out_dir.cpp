@@ -197,9 +197,12 @@ std::size_t remove_stale_temporaries(const fs::path& dir, bool all) {
 fs::path default_out_dir(const TrainConfig& config, const fs::path& root) {
   const std::string name =
       config.data.text.empty() ? config.data.task : fs::path(config.data.text).stem().string();
-  auto usable = [](const fs::path& p) {
-    std::error_code ec;
-    return !fs::exists(p, ec) || (fs::is_directory(p, ec) && fs::is_empty(p, ec));
+  auto usable = [](const fs::path& p) {  // what --out would accept for a new run
+    try {
+      return !check_out_dir(p, OutDirUse::fresh);
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
   };
   const fs::path first = root / (name.empty() ? std::string("run") : name);
   if (usable(first)) return first;

@@ -69,8 +69,8 @@ bool check_out_dir(const std::filesystem::path& dir, OutDirUse use);
 std::size_t remove_stale_temporaries(const std::filesystem::path& dir, bool all);
 
 // Where `headroom train` writes when not told: root/<task>, or root/<stem of the
-// text file>, or the first of root/<name>-2, root/<name>-3, ... that is missing or
-// empty (so an earlier run is never touched).
+// text file>, or the first of root/<name>-2, root/<name>-3, ... that a new run may
+// use (missing or empty: check_out_dir accepts it), so an earlier run is never touched.
 std::filesystem::path default_out_dir(const TrainConfig& config, const std::filesystem::path& root = "runs");
 
 }  // namespace headroom

@@ -85,10 +85,11 @@ LoopState load_training_checkpoint(const std::filesystem::path& dir, const Train
 // taken. `headroom train --resume` accepts exactly their flags.
 const std::vector<std::string>& resume_may_change();
 
-// The first key, as "section.key" in to_json's order, whose value differs between a
-// checkpoint's config and the run's (both as to_json gives them), skipping the train
-// keys of resume_may_change: "train.lr: 0.003 in the checkpoint, 0.001 in SOURCE"
-// (a key missing on one side reads "absent"). Empty when they agree.
+// The first key, as "section.key" (sections, then their keys, in sorted order), whose
+// value differs between a checkpoint's config and the run's (both as to_json gives
+// them), skipping the train keys of resume_may_change: "train.lr: 0.003 in the
+// checkpoint, 0.001 in SOURCE" (a key missing on one side reads "absent"). Empty
+// when they agree.
 std::string first_config_difference(const nlohmann::json& checkpoint, const nlohmann::json& run,
                                     const std::string& source);
 
