@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 // The shared settings (cli/train_flags.hpp) and what only `train` takes.
 struct TrainCommandFlags : TrainFlags {
   std::optional<std::string> out;  // none: default_out_dir (train/out_dir.hpp)
-  std::string resume;
+  std::optional<std::string> resume;
   std::optional<std::size_t> stop_after;
   bool overwrite = false;
   bool no_save = false;
@@ -43,6 +43,9 @@ void check_flags(const TrainCommandFlags& flags) {
     throw std::invalid_argument(
         "--out: the path is empty; give a directory, or --no-save for a run that saves nothing");
   }
+  if (flags.resume && flags.resume->empty()) {
+    throw std::invalid_argument("--resume: the path is empty; give the directory of the run to continue");
+  }
   if (flags.stop_after && *flags.stop_after == 0) {
     throw std::invalid_argument("--stop-after 0: the step to stop after must be at least 1");
   }
@@ -52,9 +55,9 @@ void check_flags(const TrainCommandFlags& flags) {
 // (--no-save). The directory is checked here, before anything is printed or
 // allocated; train() checks it again under the run's lock.
 std::string out_dir_of(const TrainCommandFlags& flags, const TrainConfig& config) {
-  if (!flags.resume.empty()) {
-    (void)check_out_dir(flags.resume, OutDirUse::resume);
-    return flags.resume;
+  if (flags.resume) {
+    (void)check_out_dir(*flags.resume, OutDirUse::resume);
+    return *flags.resume;
   }
   if (flags.no_save) return "";
   const std::string dir = flags.out ? *flags.out : default_out_dir(config).string();
@@ -73,9 +76,9 @@ int run_train(const TrainCommandFlags& flags) {
   // A resumed run takes everything that changes its numbers from its config.json.
   check_flags(flags);
   TrainConfig config = build_config(
-      flags, flags.resume.empty() ? flags.config_file : (fs::path(flags.resume) / "config.json").string());
+      flags, flags.resume ? (fs::path(*flags.resume) / "config.json").string() : flags.config_file);
   // A resume to a step the run has passed says so, before any check of the steps.
-  if (!flags.resume.empty()) (void)checkpoint_to_resume(flags.resume, config.optim.steps);
+  if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim.steps);
   config.validate();
   std::unique_ptr<Dataset> data = make_dataset(config);
   config = finalize(config, *data);
@@ -92,12 +95,12 @@ int run_train(const TrainCommandFlags& flags) {
 
   TrainOptions options;
   options.out_dir = out_dir;
-  options.resume = !flags.resume.empty();
+  options.resume = flags.resume.has_value();
   options.overwrite = flags.overwrite;
   options.stop_after = flags.stop_after.value_or(0);
   options.stop_requested = [] { return InterruptGuard::requested(); };
   if (options.resume) {
-    fmt::print("resuming {} from its newest checkpoint\n", flags.resume);
+    fmt::print("resuming {} from its newest checkpoint\n", *flags.resume);
   } else if (!flags.out && !flags.no_save) {
     fmt::print("saving to {} (--out DIR to choose, --no-save to keep nothing)\n", out_dir);
   }

@@ -368,12 +368,15 @@ TEST_CASE("without --out, train saves to runs/TASK, then runs/TASK-2, and says s
   CHECK(hr::default_out_dir(text, tmp / "runs") == tmp / "runs" / "tiny");
 }
 
-TEST_CASE("--out '' and --stop-after 0 are refused in one line, and --stop-after past --steps just finishes") {
+TEST_CASE("--out '', --resume '' and --stop-after 0 are refused in one line, and --stop-after past --steps just finishes") {
   const TempDir tmp("run_dirs_flags");
   const CliResult empty = run_headroom(kTiny + "--steps 10 --out ''");
   CHECK(empty.status == 2);
   CHECK(error_line(empty.output) ==
         "error: --out: the path is empty; give a directory, or --no-save for a run that saves nothing");
+  const CliResult no_resume = run_headroom("train --resume ''");
+  CHECK(no_resume.status == 2);
+  CHECK(error_line(no_resume.output) == "error: --resume: the path is empty; give the directory of the run to continue");
   const CliResult zero = run_headroom(kTiny + "--steps 10 --stop-after 0 --no-save");
   CHECK(zero.status == 2);
   CHECK(error_line(zero.output) == "error: --stop-after 0: the step to stop after must be at least 1");
