@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "train/out_dir.hpp"
 #include "train/resume.hpp"
 #include "train/trainer.hpp"
 #include "nn/safetensors.hpp"
@@ -107,6 +108,9 @@ void train_run(const Pending& p, const fs::path& run_dir, const AblateOptions& o
 
 SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
   check_sweep_dir(options.out_dir, plan);
+  // What killed processes left: only theirs, since other shards may be running here
+  // (each run's own directory is cleaned again by train() under the run's lock).
+  remove_stale_temporaries(options.out_dir, false);
   write_sweep_json(options.out_dir, plan);
 
   SweepOutcome outcome;
@@ -117,6 +121,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
     ++outcome.in_shard;
     const PlannedRun& run = plan.runs[i];
     const fs::path dir = options.out_dir / "runs" / run.id;
+    remove_stale_temporaries(dir, false);
     if (run_finished(dir)) {
       ++outcome.finished_before;
       continue;

@@ -113,6 +113,7 @@ int run_eval(const EvalFlags& flags) {
                      {"targets", r.counted},
                      {"loss", r.loss},
                      {"accuracy", r.accuracy}};
+    if (run.step) j["step"] = *run.step;
     if (flags.text.empty()) {
       j["batches"] = batches;
       j["batch"] = batch;
@@ -126,7 +127,8 @@ int run_eval(const EvalFlags& flags) {
     return 0;
   }
   const std::string kind = data.is_text() ? "character-level text" : data.task;
-  fmt::print("model       {} ({}, vocab {}, seq_len {})\n", source, kind, data.vocab, data.seq_len);
+  fmt::print("model       {} ({}, vocab {}, seq_len {}{})\n", source, kind, data.vocab, data.seq_len,
+             run.step ? fmt::format(", step {}", *run.step) : std::string());
   fmt::print("data        {}\n", report.data);
   fmt::print("targets     {}\n", r.counted);
   fmt::print("loss        {:.4f}\n", r.loss);

@@ -65,12 +65,13 @@ TaskExample validation_example(const Task& task, Rng& rng) {
   return e;
 }
 
+// `step` is ", step N" when the model file says its step (train/run_dir.hpp), else "".
 int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const DataDescription& data,
-                const SamplingOptions& options, const std::string& source) {
+                const SamplingOptions& options, const std::string& source, const std::string& step) {
   const std::unique_ptr<Task> task = make_task(data.task, TaskOptions{.vocab = data.vocab, .seq_len = data.seq_len});
   std::optional<std::vector<Index>> user_prompt;
   if (!flags.prompt.empty()) user_prompt = parse_task_tokens(flags.prompt, data.vocab, "--prompt");
-  fmt::print("{}: {} model (vocab {}, seq_len {})\n", source, data.task, data.vocab, data.seq_len);
+  fmt::print("{}: {} model (vocab {}, seq_len {}{})\n", source, data.task, data.vocab, data.seq_len, step);
   Rng draws(stream_seed(flags.seed, kDrawStream));
   Rng examples(stream_seed(flags.seed, kExampleStream));
 
@@ -138,7 +139,8 @@ int run_sample(const SampleFlags& flags) {
   const SamplingOptions options{.temperature = flags.temperature, .top_k = flags.top_k.value_or(0),
                                 .greedy = flags.greedy};
   return data.is_text() ? sample_text(flags, run.model(), data, options, source)
-                        : sample_task(flags, run.model(), data, options, source);
+                        : sample_task(flags, run.model(), data, options, source,
+                                      run.step ? fmt::format(", step {}", *run.step) : std::string());
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
 // `headroom train`: train a small decoder-only transformer on a toy task or a text
 // file, with a progress bar, validation, config.json and metrics.csv.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <stdexcept>
+#include <vector>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -11,6 +15,8 @@
 #include "cli/interrupt.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_flags.hpp"
+#include "train/out_dir.hpp"
+#include "train/resume.hpp"
 #include "train/trainer.hpp"
 #include "cli/validators.hpp"
 #include "data/task.hpp"
@@ -23,11 +29,41 @@ namespace fs = std::filesystem;
 
 // The shared settings (cli/train_flags.hpp) and what only `train` takes.
 struct TrainCommandFlags : TrainFlags {
-  std::string out;
-  std::string resume;
-  std::size_t stop_after = 0;
+  std::optional<std::string> out;  // none: default_out_dir (train/out_dir.hpp)
+  std::optional<std::string> resume;
+  std::optional<std::size_t> stop_after;
+  bool overwrite = false;
+  bool no_save = false;
   bool quiet = false;
 };
+
+// The flags that are wrong on their own, before any config is read.
+void check_flags(const TrainCommandFlags& flags) {
+  if (flags.out && flags.out->empty()) {
+    throw std::invalid_argument(
+        "--out: the path is empty; give a directory, or --no-save for a run that saves nothing");
+  }
+  if (flags.resume && flags.resume->empty()) {
+    throw std::invalid_argument("--resume: the path is empty; give the directory of the run to continue");
+  }
+  if (flags.stop_after && *flags.stop_after == 0) {
+    throw std::invalid_argument("--stop-after 0: the step to stop after must be at least 1");
+  }
+}
+
+// Where the run writes: --resume's or --out's directory, the default one, or nothing
+// (--no-save). The directory is checked here, before anything is printed or
+// allocated; train() checks it again under the run's lock.
+std::string out_dir_of(const TrainCommandFlags& flags, const TrainConfig& config) {
+  if (flags.resume) {
+    (void)check_out_dir(*flags.resume, OutDirUse::resume);
+    return *flags.resume;
+  }
+  if (flags.no_save) return "";
+  const std::string dir = flags.out ? *flags.out : default_out_dir(config).string();
+  (void)check_out_dir(dir, flags.overwrite ? OutDirUse::overwrite : OutDirUse::fresh);
+  return dir;
+}
 
 std::string rate(double tokens_per_s) {
   return tokens_per_s >= 1e6 ? fmt::format("{:.1f}M", tokens_per_s / 1e6) : fmt::format("{:.1f}k", tokens_per_s / 1e3);
@@ -38,11 +74,15 @@ int run_train(const TrainCommandFlags& flags) {
   // with a checkpoint (before the first step: with nothing saved).
   const InterruptGuard interrupt;
   // A resumed run takes everything that changes its numbers from its config.json.
+  check_flags(flags);
   TrainConfig config = build_config(
-      flags, flags.resume.empty() ? flags.config_file : (fs::path(flags.resume) / "config.json").string());
+      flags, flags.resume ? (fs::path(*flags.resume) / "config.json").string() : flags.config_file);
+  // A resume to a step the run has passed says so, before any check of the steps.
+  if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim.steps);
   config.validate();
   std::unique_ptr<Dataset> data = make_dataset(config);
   config = finalize(config, *data);
+  const std::string out_dir = out_dir_of(flags, config);
 
   const bool tty = isatty(fileno(stdout)) != 0 && !flags.quiet;
   const ModelConfig& m = config.model;
@@ -54,11 +94,16 @@ int run_train(const TrainCommandFlags& flags) {
   std::fflush(stdout);
 
   TrainOptions options;
-  options.out_dir = flags.resume.empty() ? flags.out : flags.resume;
-  options.resume = !flags.resume.empty();
-  options.stop_after = flags.stop_after;
+  options.out_dir = out_dir;
+  options.resume = flags.resume.has_value();
+  options.overwrite = flags.overwrite;
+  options.stop_after = flags.stop_after.value_or(0);
   options.stop_requested = [] { return InterruptGuard::requested(); };
-  if (options.resume) fmt::print("resuming {} from its newest checkpoint\n", flags.resume);
+  if (options.resume) {
+    fmt::print("resuming {} from its newest checkpoint\n", *flags.resume);
+  } else if (!flags.out && !flags.no_save) {
+    fmt::print("saving to {} (--out DIR to choose, --no-save to keep nothing)\n", out_dir);
+  }
   std::fflush(stdout);
 
   double last_val_loss = NAN, last_val_acc = NAN;
@@ -95,7 +140,7 @@ int run_train(const TrainCommandFlags& flags) {
     if (tty) fmt::print("\n");
     const char* why = InterruptGuard::requested() ? "interrupted" : "stopped";
     if (options.out_dir.empty()) {
-      fmt::print("{} at step {} of {}; nothing saved (no --out)\n", why, s.steps, config.optim.steps);
+      fmt::print("{} at step {} of {}; not saved (--no-save)\n", why, s.steps, config.optim.steps);
     } else {
       fmt::print("{} at step {} of {}; checkpoint saved to {}\ncontinue with: headroom train --resume {}\n", why,
                  s.steps, config.optim.steps, s.checkpoint, options.out_dir);
@@ -112,6 +157,8 @@ int run_train(const TrainCommandFlags& flags) {
     fmt::print("wrote {0}/config.json, {0}/metrics.csv and {0}/model.safetensors (checkpoints in "
                "{0}/checkpoints)\n",
                options.out_dir);
+  } else {
+    fmt::print("not saved (--no-save)\n");
   }
   return 0;
 }
@@ -158,26 +205,39 @@ Run add_train_command(CLI::App& app) {
                                         "Read settings from a JSON file like the config.json a run writes");
   CLI::Option* out = cmd->add_option("--out", f->out,
                                      "Write config.json, metrics.csv, checkpoints/ and model.safetensors into this "
-                                     "directory");
+                                     "directory, which must be missing, empty or (with --overwrite) a run (default: "
+                                     "runs/TASK or runs/TEXT-STEM, or the next free runs/NAME-2, -3, ...)");
+  CLI::Option* overwrite = cmd->add_flag(
+      "--overwrite", f->overwrite,
+      "Let --out DIR hold a run, and replace it: its config.json, metrics.csv, model.safetensors and checkpoints/ "
+      "are removed first (other files are never touched)");
+  CLI::Option* no_save = cmd->add_flag("--no-save", f->no_save, "Write nothing: a throwaway run");
   CLI::Option* resume = cmd->add_option(
       "--resume", f->resume,
-      "Continue the run in this directory from its newest checkpoint, with its config.json; only --steps and the "
-      "checkpointing flags may change");
+      "Continue the run in this directory from its newest checkpoint, with its config.json, which must match the "
+      "checkpoint's; only --steps and the checkpointing flags may change");
   cmd->add_option("--stop-after", f->stop_after,
-                  "Stop after this step with a checkpoint, as Ctrl-C does (for training in chunks)")->check(kWholeNumber);
+                  "Stop after this step (at least 1) with a checkpoint, as Ctrl-C does (for training in chunks); a "
+                  "step at or past --steps just finishes the run")
+      ->check(kWholeNumber);
   cmd->add_flag("-q,--quiet", f->quiet, "Print only the summary");
 
   // A resumed run is the same run: everything that changes its numbers comes from
   // its config.json.
-  resume->excludes(config)->excludes(out);
+  resume->excludes(config)->excludes(out)->excludes(overwrite)->excludes(no_save);
+  no_save->excludes(out)->excludes(overwrite);
+  overwrite->needs(out);
   for (CLI::Option_group* g : {model, data}) {
     for (CLI::Option* o : g->get_options()) resume->excludes(o);
   }
+  std::vector<std::string> may_change;  // the flags of train/resume.hpp's keys
+  for (const std::string& key : resume_may_change()) {
+    std::string name = "--" + key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    may_change.push_back(name);
+  }
   for (CLI::Option* o : opt->get_options()) {
-    const std::string& name = o->get_name();
-    const bool may_change = name == "--steps" || name == "--save-every" || name == "--keep-checkpoints" ||
-                            name == "--max-bad-steps" || name == "--detect-anomaly";
-    if (!may_change) resume->excludes(o);
+    if (std::find(may_change.begin(), may_change.end(), o->get_name()) == may_change.end()) resume->excludes(o);
   }
   return [f] { return run_train(*f); };
 }

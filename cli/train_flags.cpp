@@ -121,6 +121,10 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file) {
   TrainConfig c = task_defaults(task);
   if (!config_file.empty()) update_from_json(c, object, config_file);
   for (const auto& [key, set] : f.given) set(c);
+  // Warm-up scales with the run unless given (train/config.hpp, default_warmup).
+  const bool warmup_in_file = object.is_object() && object.contains("train") && object["train"].is_object() &&
+                              object["train"].contains("warmup");
+  if (!warmup_in_file && f.given.count("train.warmup") == 0) c.optim.warmup = default_warmup(c.optim.steps);
   return c;
 }
 

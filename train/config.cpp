@@ -1,5 +1,6 @@
 #include "train/config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <type_traits>
@@ -140,6 +141,8 @@ TrainConfig task_defaults(const std::string& task) {
   if (s.eval_every) c.optim.eval_every = *s.eval_every;
   return c;
 }
+
+std::size_t default_warmup(std::size_t steps) { return std::min<std::size_t>(100, steps / 10); }
 
 nlohmann::json to_json(const TrainConfig& c) {
   return nlohmann::json{{"model", headroom::to_json(c.model)},

@@ -34,7 +34,7 @@ struct OptimConfig {
   std::size_t batch = 32;
   double lr = 3e-3;                 // the peak rate
   LrScheduleKind schedule = LrScheduleKind::warmup_cosine;  // "cosine"
-  std::size_t warmup = 100;
+  std::size_t warmup = 100;         // `headroom train`'s default is default_warmup(steps)
   double min_lr = 0.0;              // cosine floor
   double clip = 1.0;                // global gradient-norm clip; 0 turns it off
   double weight_decay = 0.01;       // AdamW decoupled / Adam, SGD L2
@@ -71,6 +71,11 @@ struct TrainConfig {
 // The defaults for a task: the global defaults above, with the task's own settings
 // (data/task_defaults.hpp) where it needs others to reach 99% validation accuracy.
 TrainConfig task_defaults(const std::string& task);
+
+// The warm-up the CLI uses when none is given (by flag or config file): a tenth of
+// the run, at most 100 steps, so that a short run works with the defaults and a
+// long one warms up as it always did. config.json records the value used.
+std::size_t default_warmup(std::size_t steps);
 
 nlohmann::json to_json(const TrainConfig& config);
 // Strict: unknown keys and wrong types are errors naming the source and the key.

@@ -38,7 +38,9 @@ void for_each_optim_field(Visit&& visit) {
   visit(choice("schedule", &O::schedule, parse_lr_schedule,
                Flag{.help = "constant | cosine (linear warm-up, cosine decay to --min-lr) | inverse_sqrt (linear "
                             "warm-up, then lr * sqrt(warmup / t)) (default cosine)"}));
-  visit(field("warmup", &O::warmup, Flag{.help = "Warm-up steps (default {})", .check = C::whole_number}));
+  visit(field("warmup", &O::warmup,
+              Flag{.help = "Warm-up steps (default min(100, steps / 10); config.json records it)",
+                   .check = C::whole_number}));
   visit(field("min_lr", &O::min_lr, Flag{.help = "Floor of the cosine decay (default 0)", .check = C::non_negative}));
   visit(field("clip", &O::clip,
               Flag{.help = "Clip the global gradient norm; 0 is off (default {})", .check = C::non_negative}));

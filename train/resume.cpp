@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/checkpoint.hpp"
+#include "nn/config_json.hpp"
 #include "optim/adam.hpp"
 #include "optim/sgd.hpp"
 
@@ -71,6 +72,22 @@ std::vector<std::pair<std::size_t, fs::path>> complete_checkpoints(const fs::pat
   throw CheckpointError(fmt::format("{}: {}", file.string(), what));
 }
 
+// The config a checkpoint recorded against the run's; checkpoints from before
+// configs were recorded have none, and pass on their model config alone.
+void check_recorded_config(const SafetensorsFile& st, const fs::path& dir, const fs::path& state_file,
+                           const TrainConfig& config, const std::string& config_source) {
+  const auto it = st.metadata.find("train_config");
+  if (it == st.metadata.end()) return;
+  json recorded;
+  try {
+    recorded = json::parse(it->second);
+  } catch (const json::exception& e) {
+    bad_state(state_file, fmt::format("malformed 'train_config': {}", e.what()));
+  }
+  const std::string difference = first_config_difference(recorded, to_json(config), config_source);
+  if (!difference.empty()) throw CheckpointError(fmt::format("{}: {}", dir.string(), difference));
+}
+
 }  // namespace
 
 fs::path checkpoint_dir(const fs::path& out_dir, std::size_t step) {
@@ -125,6 +142,7 @@ fs::path save_training_checkpoint(const fs::path& out_dir, const TrainConfig& co
       {"data_rng", rng},
   };
   train_state.metadata["state"] = meta.dump();
+  train_state.metadata["train_config"] = to_json(config).dump();
 
   const fs::path final_dir = checkpoint_dir(out_dir, state.step);
   const fs::path root = final_dir.parent_path();
@@ -165,18 +183,19 @@ fs::path save_training_checkpoint(const fs::path& out_dir, const TrainConfig& co
 }
 
 LoopState load_training_checkpoint(const fs::path& dir, const TrainConfig& config, TransformerLM<float>& model,
-                                   Optimizer<float>& optimizer) {
+                                   Optimizer<float>& optimizer, const std::string& config_source) {
   const fs::path model_file = dir / kModelFile;
   const fs::path state_file = dir / kStateFile;
   const SafetensorsFile model_ckpt = read_safetensors(model_file);
   const ModelConfig saved = checkpoint_config(model_ckpt, model_file.string());
-  if (saved.resolved() != config.model.resolved()) {
-    bad_state(model_file, fmt::format("its model config {} differs from the run's {}", model_config_to_json(saved),
-                                      model_config_to_json(config.model)));
-  }
+  const std::string model_difference =
+      first_config_difference(json{{"model", to_json(saved.resolved())}},
+                              json{{"model", to_json(config.model.resolved())}}, config_source);
+  if (!model_difference.empty()) throw CheckpointError(fmt::format("{}: {}", dir.string(), model_difference));
   load_checkpoint(model_ckpt, model, model_file.string());
 
   const SafetensorsFile st = read_safetensors(state_file);
+  check_recorded_config(st, dir, state_file, config, config_source);
   const auto it = st.metadata.find("state");
   if (it == st.metadata.end()) bad_state(state_file, "no 'state' in __metadata__");
   LoopState s;
@@ -234,6 +253,53 @@ LoopState load_training_checkpoint(const fs::path& dir, const TrainConfig& confi
     bad_state(state_file, fmt::format("holds step {}, but its directory says step {}", s.step, *step));
   }
   return s;
+}
+
+const std::vector<std::string>& resume_may_change() {
+  static const std::vector<std::string> keys{"steps", "save_every", "keep_checkpoints", "max_bad_steps",
+                                             "detect_anomaly"};
+  return keys;
+}
+
+std::string first_config_difference(const json& checkpoint, const json& run, const std::string& source) {
+  const auto& may_change = resume_may_change();
+  auto shown = [](const json& object, const std::string& key) {
+    return object.is_object() && object.contains(key) ? object.at(key).dump() : std::string("absent");
+  };
+  auto keys_of = [](const json& a, const json& b) {  // a's keys, then b's others (json objects are sorted)
+    std::vector<std::string> keys;
+    for (const json* o : {&a, &b}) {
+      if (!o->is_object()) continue;
+      for (const auto& item : o->items()) {
+        if (std::find(keys.begin(), keys.end(), item.key()) == keys.end()) keys.push_back(item.key());
+      }
+    }
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  for (const std::string& section : keys_of(checkpoint, run)) {
+    const json none = json::object();
+    const json& a = checkpoint.contains(section) ? checkpoint.at(section) : none;
+    const json& b = run.contains(section) ? run.at(section) : none;
+    for (const std::string& key : keys_of(a, b)) {
+      if (section == "train" && std::find(may_change.begin(), may_change.end(), key) != may_change.end()) continue;
+      const std::string x = shown(a, key), y = shown(b, key);
+      if (x != y) return fmt::format("{}.{}: {} in the checkpoint, {} in {}", section, key, x, y, source);
+    }
+  }
+  return "";
+}
+
+fs::path checkpoint_to_resume(const fs::path& out_dir, std::size_t steps) {
+  const auto all = complete_checkpoints(out_dir);
+  if (all.empty()) throw std::invalid_argument(fmt::format("{} has no checkpoint to resume from", out_dir.string()));
+  const auto& [step, dir] = all.back();
+  if (step >= steps) {
+    throw std::invalid_argument(fmt::format("{} is already at step {} of steps {}: nothing to resume; pass a "
+                                            "larger --steps to train further",
+                                            dir.string(), step, steps));
+  }
+  return dir;
 }
 
 std::size_t record_step(LoopState& state, bool updated, double loss) {

@@ -6,7 +6,8 @@
 //                            ("exp_avg/<param>", "exp_avg_sq/<param>" or
 //                            "momentum_buffer/<param>") and, in __metadata__ "state",
 //                            a JSON object with the step, the optimizer's step counts,
-//                            the data generator's state and the loop's running sums
+//                            the data generator's state and the loop's running sums;
+//                            in "train_config", the run's whole config (to_json)
 // The directory is written under a temporary name and renamed into place, so a
 // checkpoint directory is complete or absent: a crash while saving leaves the
 // previous checkpoint as the newest. Resuming from step k replays exactly what the
@@ -18,6 +19,9 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "autograd/random.hpp"
 #include "train/config.hpp"
@@ -65,11 +69,34 @@ std::filesystem::path save_training_checkpoint(const std::filesystem::path& out_
                                                std::size_t keep);
 
 // Restores model, optimizer and loop state from a checkpoint directory made for the
-// same config. Strict: a model config that differs from config.model, a different
-// optimizer, a missing or misshapen state tensor, or a malformed state is a
-// CheckpointError naming the file and the problem; on error nothing useful is left
-// in model and optimizer, so the caller must not go on training them.
+// same config. Strict: a config that differs from the checkpoint's (its model
+// config, and the whole config it recorded, but for resume_may_change) is a
+// CheckpointError with the first differing key (first_config_difference, naming
+// `config_source` for the run's side); so are a different optimizer, a missing or
+// misshapen state tensor, or a malformed state. A checkpoint written before configs
+// were recorded is checked on its model config only. On error nothing useful is
+// left in model and optimizer, so the caller must not go on training them.
 LoopState load_training_checkpoint(const std::filesystem::path& dir, const TrainConfig& config,
-                                   TransformerLM<float>& model, Optimizer<float>& optimizer);
+                                   TransformerLM<float>& model, Optimizer<float>& optimizer,
+                                   const std::string& config_source = "the run's config");
+
+// The keys of the config's train section that a resumed run may change: steps and the
+// checkpointing and fault settings, which change no number of the steps already
+// taken. `headroom train --resume` accepts exactly their flags.
+const std::vector<std::string>& resume_may_change();
+
+// The first key, as "section.key" (sections, then their keys, in sorted order), whose
+// value differs between a checkpoint's config and the run's (both as to_json gives
+// them), skipping the train keys of resume_may_change: "train.lr: 0.003 in the
+// checkpoint, 0.001 in SOURCE" (a key missing on one side reads "absent"). Empty
+// when they agree.
+std::string first_config_difference(const nlohmann::json& checkpoint, const nlohmann::json& run,
+                                    const std::string& source);
+
+// The newest checkpoint of out_dir to resume a run of `steps` steps from. A
+// std::invalid_argument when there is none, or when it is already at `steps` or
+// beyond (saying so, with its step), so that a resume says that before anything
+// else about the steps.
+std::filesystem::path checkpoint_to_resume(const std::filesystem::path& out_dir, std::size_t steps);
 
 }  // namespace headroom

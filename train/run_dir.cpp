@@ -218,6 +218,13 @@ LoadedRun load_run(const fs::path& model) {
   run.source = run.file.string();
   run.loaded = load_model<float>(run.file);
   run.data = data_description(run.loaded.metadata, run.source);
+  if (const auto it = run.loaded.metadata.find(kStepMetadataKey); it != run.loaded.metadata.end()) {
+    const std::string& text = it->second;
+    if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) {
+      bad(fmt::format("{}: metadata '{}' must be a step number, got '{}'", run.source, kStepMetadataKey, text));
+    }
+    run.step = std::stoull(text);
+  }
   if (run.data.vocab != run.loaded.config.vocab) {
     throw std::invalid_argument(fmt::format("{}: the data metadata says vocab {} but the model has vocab {}",
                                             run.source, run.data.vocab, run.loaded.config.vocab));

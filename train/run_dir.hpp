@@ -2,7 +2,7 @@
 // and `headroom eval` need to read back:
 //
 //     DIR/config.json                                   the TrainConfig
-//     DIR/model.safetensors                             the final model
+//     DIR/model.safetensors                             the newest state, written when the run stops
 //     DIR/checkpoints/step-00000500/model.safetensors   rolling checkpoints (+ train_state)
 //
 // Every model file carries, besides the model config (nn/checkpoint.hpp), a
@@ -12,7 +12,8 @@
 //     {"task": "", "text": "data/tiny.txt", "seq_len": 64, "vocab": 65, "alphabet": "\n !,.abc..."}
 //
 // where "alphabet" (text models only) is the character vocabulary as one UTF-8
-// string in id order, so a text model encodes and decodes without its training file.
+// string in id order, so a text model encodes and decodes without its training file,
+// and a key "step": the number of steps the weights have had, as decimal text.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +33,8 @@ namespace headroom {
 
 // The metadata key under which a model file carries the data description.
 inline constexpr const char* kDataMetadataKey = "data";
+// The metadata key under which a model file written by train says its step.
+inline constexpr const char* kStepMetadataKey = "step";
 
 // The "data" metadata value for a checkpoint of a model trained on `dataset` (made
 // from `data`): the alphabet comes from the dataset when it is a CharDataset.
@@ -100,6 +103,7 @@ struct LoadedRun {
   std::string source;          // file, for messages
   LoadedModel<float> loaded;   // config, metadata, model
   DataDescription data;
+  std::optional<std::size_t> step;  // metadata "step"; none in files from before it was written
 
   TransformerLM<float>& model() { return *loaded.model; }
   const ModelConfig& config() const { return loaded.config; }

@@ -12,6 +12,7 @@
 #include "autograd/parallel.hpp"
 #include "train/metrics.hpp"
 #include "train/optim_setup.hpp"
+#include "train/out_dir.hpp"
 #include "train/resume.hpp"
 #include "train/run_dir.hpp"
 #include "train/step.hpp"
@@ -107,27 +108,22 @@ class Loop {
  private:
   void resume() {
     if (out_dir_.empty()) throw std::invalid_argument("resume needs the run's output directory");
-    const auto dir = latest_checkpoint(out_dir_);
-    if (!dir) throw std::invalid_argument(fmt::format("{} has no checkpoint to resume from", out_dir_.string()));
-    state_ = load_training_checkpoint(*dir, config_, model_, *optimizer_);
-    if (state_.step >= o_.steps) {
-      throw std::invalid_argument(fmt::format("{} is already at step {} of steps {}: nothing to resume; pass a larger "
-                                              "--steps to train further",
-                                              dir->string(), state_.step, o_.steps));
-    }
+    const fs::path dir = checkpoint_to_resume(out_dir_, o_.steps);
+    state_ = load_training_checkpoint(dir, config_, model_, *optimizer_, (out_dir_ / "config.json").string());
     data_rng_.set_state(state_.data_rng);
     summary_.start_step = state_.step;
-    summary_.checkpoint = dir->string();
+    summary_.checkpoint = dir.string();
   }
 
+  // The directory exists and is ours (open_out_dir). A resumed run's model.safetensors
+  // is its checkpoint's model and would go stale with the first step, so it goes:
+  // until this run stops, --model DIR reads the newest checkpoint.
   void open_files() {
     if (out_dir_.empty()) return;
+    const fs::path stale_model = out_dir_ / "model.safetensors";
     std::error_code ec;
-    fs::create_directories(out_dir_, ec);
-    if (ec) {
-      throw std::invalid_argument(
-          fmt::format("cannot create output directory {}: {}", out_dir_.string(), ec.message()));
-    }
+    fs::remove(stale_model, ec);
+    if (ec) throw std::invalid_argument(fmt::format("cannot remove {}: {}", stale_model.string(), ec.message()));
     write_file_atomically(out_dir_ / "config.json", to_json(config_).dump(2) + "\n");
     metrics_ = MetricsWriter::open(out_dir_, options_.resume, state_.step);
   }
@@ -184,8 +180,15 @@ class Loop {
     saved.data_rng = data_rng_.state();
     saved.elapsed_s = elapsed_s;
     summary_.checkpoint =
-        save_training_checkpoint(out_dir_, config_, model_, *optimizer_, saved, metadata_, o_.keep_checkpoints)
+        save_training_checkpoint(out_dir_, config_, model_, *optimizer_, saved, model_metadata(), o_.keep_checkpoints)
             .string();
+  }
+
+  // The metadata of a model file: what it was trained on, and after which step.
+  std::map<std::string, std::string> model_metadata() const {
+    std::map<std::string, std::string> m = metadata_;
+    m[kStepMetadataKey] = std::to_string(state_.step);
+    return m;
   }
 
   TrainSummary finish(std::size_t step) {
@@ -198,9 +201,11 @@ class Loop {
           step, std::isnan(state_.last_val.loss) ? std::string("nan") : fmt::format("{}", state_.last_val.loss),
           state_.skipped_steps, step));
     }
-    if (!out_dir_.empty() && !summary_.stopped_early) {
+    // Finished or stopped early, the model file is the newest state: the one the
+    // last checkpoint holds.
+    if (!out_dir_.empty()) {
       const fs::path model_file = out_dir_ / "model.safetensors";
-      save_checkpoint(model_file, model_, config_.model, metadata_);
+      save_checkpoint(model_file, model_, config_.model, model_metadata());
       summary_.model_file = model_file.string();
     }
     summary_.steps = step;
@@ -242,6 +247,16 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const std::st
 }
 
 TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOptions& options) {
+  // Before the model is allocated: the directory is checked, ours, and clean.
+  RunDirLock lock;
+  if (!options.out_dir.empty()) {
+    const OutDirUse use = options.resume      ? OutDirUse::resume
+                          : options.overwrite ? OutDirUse::overwrite
+                                              : OutDirUse::fresh;
+    lock = open_out_dir(options.out_dir, use);
+  } else if (options.resume) {
+    throw std::invalid_argument("resume needs the run's output directory");
+  }
   set_threads(config.optim.threads);
   return Loop(config, data, options).run();
 }

@@ -47,7 +47,7 @@ struct TrainSummary {
   double tokens_per_s = 0;
   bool stopped_early = false;  // by stop_requested or stop_after, before config.optim.steps
   std::string checkpoint;      // the newest checkpoint directory written, if any
-  std::string model_file;      // OUT/model.safetensors, when the run finished with an out_dir
+  std::string model_file;      // OUT/model.safetensors, when the run stopped (finished or early) with an out_dir
 };
 
 // Raised when training cannot go on: max_bad_steps consecutive steps with a
@@ -58,9 +58,15 @@ class TrainingDiverged : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// out_dir is checked before the model is allocated (train/out_dir.hpp, open_out_dir):
+// missing or empty for a new run; one holding a run only with resume (to continue
+// it) or overwrite (to replace it); never a non-empty directory that holds no run.
+// It is locked (flock on out_dir/.lock) for the run, and what killed saves left in
+// it is removed.
 struct TrainOptions {
   std::string out_dir;  // config.json, metrics.csv, checkpoints/, model.safetensors; "" writes nothing
-  bool resume = false;  // continue from out_dir's newest checkpoint (out_dir/config.json must match)
+  bool resume = false;  // continue from out_dir's newest checkpoint (its recorded config must match)
+  bool overwrite = false;  // out_dir may hold a run: its entries are removed first
   std::size_t stop_after = 0;  // > 0: stop after this step with a checkpoint, as an interrupt does
   std::function<void(const Progress&)> on_progress;  // after every step
   std::function<bool()> stop_requested;             // polled after every step (Ctrl-C)
@@ -76,7 +82,10 @@ TrainConfig finalize(TrainConfig config, const Dataset& data);
 // Trains. With a non-empty out_dir, writes out_dir/config.json before the first step,
 // appends a row to out_dir/metrics.csv at every evaluation (flushed, so a crash
 // loses nothing written), saves a rolling checkpoint every save_every steps and on
-// an early stop (train_state.hpp), and ends with out_dir/model.safetensors.
+// an early stop (train/resume.hpp), and ends, finished or stopped early, with
+// out_dir/model.safetensors (metadata "step": its step). A resumed run removes the
+// old model.safetensors first, and a diverged one writes none, so the file is never
+// older than the newest checkpoint; without it, --model DIR reads that checkpoint.
 // Resuming rewrites metrics.csv without the rows after the checkpoint's step, so the
 // file reads as one run. Bad steps: see TrainingDiverged.
 TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOptions& options);

@@ -1,0 +1,215 @@
+#include "train/out_dir.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+#include <sys/file.h>
+#include <system_error>
+#include <unistd.h>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace headroom {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
+
+bool is_run_entry(const std::string& name) {
+  return std::find_if(kRunEntries.begin(), kRunEntries.end(), [&](const char* e) { return name == e; }) !=
+         kRunEntries.end();
+}
+
+// The number s spells, or nothing when it is empty or not all digits.
+std::optional<long> digits(std::string_view s) {
+  if (s.empty() || s.size() > 18) return std::nullopt;
+  long v = 0;
+  for (const char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// The PID in a temporary's name: ".step-N.tmp-PID", ".step-N.old-PID" (checkpoints)
+// or "NAME.tmp.PID.N" (write_file_atomically); nothing for any other name.
+std::optional<long> temporary_pid(const std::string& name, bool in_checkpoints) {
+  if (in_checkpoints) {
+    if (name.rfind(".step-", 0) != 0) return std::nullopt;
+    for (const char* tag : {".tmp-", ".old-"}) {
+      const std::size_t at = name.rfind(tag);
+      if (at != std::string::npos && at > 6) return digits(std::string_view(name).substr(at + 5));
+    }
+    return std::nullopt;
+  }
+  const std::size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos || at == 0) return std::nullopt;
+  const std::string_view rest = std::string_view(name).substr(at + 5);
+  const std::size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || !digits(rest.substr(dot + 1))) return std::nullopt;
+  return digits(rest.substr(0, dot));
+}
+
+bool process_gone(long pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+// A few of a directory's entries, for a message: "a.txt, notes/, ... (12 entries)".
+std::string some_entries(const std::vector<std::string>& names) {
+  std::string list;
+  for (std::size_t i = 0; i < names.size() && i < 4; ++i) list += (i > 0 ? ", " : "") + names[i];
+  if (names.size() > 4) list += fmt::format(", ... ({} entries)", names.size());
+  return list;
+}
+
+struct Contents {
+  std::vector<std::string> run;    // the run's own entries present
+  std::vector<std::string> other;  // everything else but the lock file
+};
+
+Contents contents_of(const fs::path& dir) {
+  Contents c;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == kLockFile || temporary_pid(name, false)) continue;
+    const std::string shown = name + (e.is_directory(ec) ? "/" : "");
+    (is_run_entry(name) ? c.run : c.other).push_back(shown);
+  }
+  if (ec) bad(fmt::format("cannot read output directory {}: {}", dir.string(), ec.message()));
+  std::sort(c.run.begin(), c.run.end());
+  std::sort(c.other.begin(), c.other.end());
+  return c;
+}
+
+}  // namespace
+
+bool check_out_dir(const fs::path& dir, OutDirUse use) {
+  if (dir.empty()) bad("output directory: the path is empty");
+  std::error_code ec;
+  const fs::file_status status = fs::status(dir, ec);
+  if (!fs::exists(status)) {
+    if (use == OutDirUse::resume) bad(fmt::format("{}: no such directory to resume", dir.string()));
+    return false;
+  }
+  if (!fs::is_directory(status)) bad(fmt::format("output directory {} is not a directory", dir.string()));
+  const Contents c = contents_of(dir);
+  if (use == OutDirUse::resume) return true;
+  // A run is what has a config.json or checkpoints/; other entries beside them are
+  // the user's, and stay.
+  const bool is_run = std::any_of(c.run.begin(), c.run.end(),
+                                  [](const std::string& e) { return e == "config.json" || e == "checkpoints/"; });
+  if (!is_run && (!c.other.empty() || !c.run.empty())) {
+    std::vector<std::string> all = c.run;
+    all.insert(all.end(), c.other.begin(), c.other.end());
+    std::sort(all.begin(), all.end());
+    bad(fmt::format("output directory {} is not empty and is not a headroom run ({}); choose another --out, or "
+                    "empty it",
+                    dir.string(), some_entries(all)));
+  }
+  if (is_run && use == OutDirUse::fresh) {
+    bad(fmt::format("output directory {} already holds a run ({}); continue it with --resume {}, or replace it "
+                    "with --overwrite",
+                    dir.string(), some_entries(c.run), dir.string()));
+  }
+  return is_run;
+}
+
+RunDirLock::RunDirLock(RunDirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+
+RunDirLock& RunDirLock::operator=(RunDirLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+}
+
+RunDirLock RunDirLock::acquire(const fs::path& dir) {
+  const fs::path file = dir / kLockFile;
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) bad(fmt::format("cannot create lock file {}: {}", file.string(), std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+    ::close(fd);
+    const std::string holder = n > 0 ? fmt::format(" (pid {})", std::string(pid, static_cast<std::size_t>(n))) : "";
+    if (err == EWOULDBLOCK) {
+      bad(fmt::format("output directory {} is in use by another headroom process{}; wait for it, or choose "
+                      "another --out",
+                      dir.string(), holder));
+    }
+    bad(fmt::format("cannot lock {}: {}", file.string(), std::strerror(err)));
+  }
+  // The holder's PID, for the message of the next one; a failure here costs only that.
+  const std::string me = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, me.data(), me.size(), 0);
+  RunDirLock lock;
+  lock.fd_ = fd;
+  return lock;
+}
+
+RunDirLock open_out_dir(const fs::path& dir, OutDirUse use) {
+  const bool has_run = check_out_dir(dir, use);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) bad(fmt::format("cannot create output directory {}: {}", dir.string(), ec.message()));
+  RunDirLock lock = RunDirLock::acquire(dir);
+  if (has_run && use == OutDirUse::overwrite) {
+    for (const char* entry : kRunEntries) {
+      fs::remove_all(dir / entry, ec);
+      if (ec) bad(fmt::format("--overwrite: cannot remove {}: {}", (dir / entry).string(), ec.message()));
+    }
+  }
+  remove_stale_temporaries(dir, true);
+  return lock;
+}
+
+std::size_t remove_stale_temporaries(const fs::path& dir, bool all) {
+  std::size_t removed = 0;
+  for (const bool in_checkpoints : {false, true}) {
+    const fs::path where = in_checkpoints ? dir / "checkpoints" : dir;
+    std::error_code ec;
+    if (!fs::is_directory(where, ec)) continue;
+    std::vector<fs::path> stale;
+    for (const fs::directory_entry& e : fs::directory_iterator(where, ec)) {
+      const std::optional<long> pid = temporary_pid(e.path().filename().string(), in_checkpoints);
+      if (pid && (all || process_gone(*pid))) stale.push_back(e.path());
+    }
+    for (const fs::path& p : stale) {
+      if (fs::remove_all(p, ec) > 0 && !ec) ++removed;
+    }
+  }
+  return removed;
+}
+
+fs::path default_out_dir(const TrainConfig& config, const fs::path& root) {
+  const std::string name =
+      config.data.text.empty() ? config.data.task : fs::path(config.data.text).stem().string();
+  auto usable = [](const fs::path& p) {  // what --out would accept for a new run
+    try {
+      return !check_out_dir(p, OutDirUse::fresh);
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
+  };
+  const fs::path first = root / (name.empty() ? std::string("run") : name);
+  if (usable(first)) return first;
+  for (std::size_t i = 2;; ++i) {
+    const fs::path next = fs::path(first.string() + fmt::format("-{}", i));
+    if (usable(next)) return next;
+  }
+}
+
+}  // namespace headroom

@@ -1,0 +1,76 @@
+// A run's output directory before the first step: what it may already hold, its
+// lock, the leftovers of interrupted saves, and the default name
+// (docs/cli/train.md, "Output directories").
+//
+//     DIR/.lock                           the advisory lock (flock) of the run training into DIR
+//     DIR/config.json, metrics.csv,       the run's own entries (kRunEntries); --overwrite
+//     DIR/model.safetensors, checkpoints/ removes exactly these
+//     DIR/NAME.tmp.PID.N                  a write_file_atomically in progress (nn/safetensors.hpp)
+//     DIR/checkpoints/.step-N.tmp-PID     a checkpoint being saved (train/resume.hpp)
+//     DIR/checkpoints/.step-N.old-PID     a checkpoint being replaced
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <filesystem>
+#include <string>
+
+#include "train/config.hpp"
+
+namespace headroom {
+
+// The entries a run writes into its directory, besides the lock file.
+inline constexpr std::array<const char*, 4> kRunEntries{"config.json", "metrics.csv", "model.safetensors",
+                                                        "checkpoints"};
+inline constexpr const char* kLockFile = ".lock";
+
+enum class OutDirUse {
+  fresh,      // DIR must be missing, empty, or hold only a lock file
+  overwrite,  // as fresh, or DIR holds a run whose entries are removed first
+  resume,     // DIR holds the run to continue
+};
+
+// The run's advisory lock: an flock(LOCK_EX) on DIR/.lock, held while this lives.
+class RunDirLock {
+ public:
+  RunDirLock() = default;
+  RunDirLock(RunDirLock&& other) noexcept;
+  RunDirLock& operator=(RunDirLock&& other) noexcept;
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+  ~RunDirLock();
+
+  // Takes the lock of `dir` (which must exist), or throws std::invalid_argument
+  // naming the directory and, when it can, the process that holds it.
+  static RunDirLock acquire(const std::filesystem::path& dir);
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Checks `dir` for `use`, creates it (fresh, overwrite), takes its lock, removes the
+// old run's entries (overwrite: kRunEntries only; other files stay) and the
+// temporaries that interrupted saves left. A directory holds a run when it has a
+// config.json or checkpoints/. One that does is refused for fresh (naming what it
+// holds, --resume and --overwrite); a non-empty one that does not is refused for
+// fresh and overwrite alike, naming a few of its entries, and nothing in it is
+// touched. Errors are std::invalid_argument with one line naming `dir`.
+RunDirLock open_out_dir(const std::filesystem::path& dir, OutDirUse use);
+
+// open_out_dir's checks alone: touches nothing, so a caller can refuse a directory
+// before it prints or allocates anything. Returns whether `dir` holds a run.
+bool check_out_dir(const std::filesystem::path& dir, OutDirUse use);
+
+// Removes the leftovers of interrupted saves in `dir` and `dir`/checkpoints (the
+// temporaries listed at the top of this file): those whose process is gone
+// (kill(pid, 0) fails with ESRCH), or all of them when `all` (the caller holds the
+// run's lock, so no live process of ours writes there). Returns how many it removed.
+std::size_t remove_stale_temporaries(const std::filesystem::path& dir, bool all);
+
+// Where `headroom train` writes when not told: root/<task>, or root/<stem of the
+// text file>, or the first of root/<name>-2, root/<name>-3, ... that a new run may
+// use (missing or empty: check_out_dir accepts it), so an earlier run is never touched.
+std::filesystem::path default_out_dir(const TrainConfig& config, const std::filesystem::path& root = "runs");
+
+}  // namespace headroom
