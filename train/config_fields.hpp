@@ -18,11 +18,16 @@ void for_each_data_field(Visit&& visit) {
   using C = FlagCheck;
   std::string tasks;
   for (const std::string& t : task_names()) tasks += (tasks.empty() ? "" : " | ") + t;
-  visit(field("task", &D::task, Flag{.help = "Toy task: " + tasks + " (default {})"}));
-  visit(field("text", &D::text, Flag{.help = "Train a character-level model on this UTF-8 text file instead of a task"}));
+  visit(field("task", &D::task,
+              Flag{.help = "Toy task: " + tasks + " (default {}); overrides a --config file's data.text"}));
+  visit(field("text", &D::text,
+              Flag{.help = "Train a character-level model on this UTF-8 text file instead of a task (its vocabulary "
+                           "comes from the file, so not with --task or --vocab); overrides a --config file's "
+                           "data.task"}));
   visit(field("seq_len", &D::seq_len, Flag{.help = "Tokens the model reads per row (default {})", .check = C::whole_number}));
   visit(field("vocab", &D::vocab,
-              Flag{.help = "Toy task vocabulary, 3 special tokens included (default {})", .check = C::whole_number}));
+              Flag{.help = "Toy task vocabulary, 3 special tokens included (default {}); not for a --text run",
+                   .check = C::whole_number}));
 }
 
 // Calls visit(Field<OptimConfig, V>) for every field, in order.
