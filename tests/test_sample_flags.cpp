@@ -302,7 +302,7 @@ TEST_CASE("sample refuses a sampling knob next to greedy decoding, a bad --top-p
   CHECK(help.output.find("at most 100000") != std::string::npos);
 }
 
-TEST_CASE("train and ablate refuse --task or --vocab next to --text, from the flags or a config file") {
+TEST_CASE("train and ablate refuse --task or --vocab next to --text, from the flags, a config file or a sweep") {
   const TempDir tmp("sample_flags_text_task");
   const fs::path text = tmp.write("t.txt", kText);
   const std::string t = text.string();
@@ -312,6 +312,11 @@ TEST_CASE("train and ablate refuse --task or --vocab next to --text, from the fl
                 "--task reverse: a --text run has no task");
   check_refused("ablate --out " + (tmp / "sweep").string() + " --text " + t + " --vocab 9",
                 "--vocab 9: a --text run takes its vocabulary from the text");
+  // Sweeping what a text run ignores would train the same run under several names.
+  check_refused("ablate --out " + (tmp / "sweep").string() + " --text " + t + " --sweep vocab=8,16",
+                "--sweep vocab: the base config trains on the text " + t + ", which has no task");
+  check_refused("ablate --out " + (tmp / "sweep").string() + " --text " + t + " --sweep task=copy,sort",
+                "--sweep task: the base config trains on the text " + t);
   CHECK_FALSE(fs::exists(tmp / "sweep"));
 
   const fs::path both = tmp.write("both.json", R"({"data": {"text": ")" + t + R"(", "task": "sort"}})");
