@@ -29,7 +29,7 @@ struct SampleFlags {
   std::optional<std::size_t> top_k;
   std::optional<double> top_p;  // default 1 (off)
   bool greedy = false;
-  std::uint64_t seed = 0;
+  std::optional<std::uint64_t> seed;  // default 0
   std::size_t count = 1;
 };
 
@@ -76,8 +76,8 @@ int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const Dat
   std::optional<std::vector<Index>> user_prompt;
   if (!flags.prompt.empty()) user_prompt = parse_task_tokens(flags.prompt, data.vocab, "--prompt");
   fmt::print("{}: {} model (vocab {}, seq_len {})\n", source, data.task, data.vocab, data.seq_len);
-  Rng draws(stream_seed(flags.seed, kDrawStream));
-  Rng examples(stream_seed(flags.seed, kExampleStream));
+  Rng draws(stream_seed(flags.seed.value_or(0), kDrawStream));
+  Rng examples(stream_seed(flags.seed.value_or(0), kExampleStream));
 
   std::size_t matched = 0;
   for (std::size_t i = 0; i < flags.count; ++i) {
@@ -120,7 +120,7 @@ int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const Dat
 int sample_text(const SampleFlags& flags, TransformerLM<float>& model, const DataDescription& data,
                 const SamplingOptions& options, const std::string& source) {
   const CharVocab vocab = char_vocab(data, source);
-  Rng draws(stream_seed(flags.seed, kDrawStream));
+  Rng draws(stream_seed(flags.seed.value_or(0), kDrawStream));
   // Without a prompt we start from a newline when the model knows one (text tends
   // to start after one), else from the first character of the vocabulary.
   const bool prompted = !flags.prompt.empty();
@@ -179,6 +179,14 @@ int run_sample(const SampleFlags& flags) {
     throw std::invalid_argument(fmt::format("--top-k: must be from 1 to the model's vocab {}, got {}", data.vocab,
                                             *flags.top_k));
   }
+  // Greedy decoding draws nothing: the seed then only picks validation examples.
+  const bool greedy = flags.greedy || (flags.temperature && *flags.temperature == 0);
+  if (greedy && flags.seed && (data.is_text() || !flags.prompt.empty())) {
+    throw std::invalid_argument(fmt::format(
+        "--seed {}: {} draws nothing, and with {} there are no validation examples to pick, so it would be "
+        "ignored; leave it out",
+        *flags.seed, flags.greedy ? "--greedy" : "--temperature 0", data.is_text() ? "a text model" : "--prompt"));
+  }
   const SamplingOptions options{.temperature = flags.temperature.value_or(1.0),
                                 .top_k = flags.top_k.value_or(0),
                                 .top_p = flags.top_p.value_or(1.0),
@@ -220,8 +228,9 @@ Run add_sample_command(CLI::App& app) {
   cmd->add_flag("--greedy", f->greedy,
                 "Always take the most likely token (the same as --temperature 0); refused with --temperature, "
                 "--top-k or --top-p, which it would ignore");
-  cmd->add_option("--seed", f->seed, "Seed for the draws and the validation examples")
-      ->capture_default_str()
+  cmd->add_option("--seed", f->seed,
+                  "Seed for the draws and the validation examples (default 0); greedy decoding draws nothing, so "
+                  "with --greedy it is only for a toy-task model's validation examples")
       ->check(kWholeNumber);
   cmd->add_option("--count", f->count,
                   fmt::format("Samples to generate, at most {} (each a new validation example for a toy-task model "

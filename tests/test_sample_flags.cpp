@@ -288,10 +288,14 @@ TEST_CASE("sample refuses a sampling knob next to greedy decoding, a bad --top-p
   check_refused(m + "--tokens 100001", "--tokens: at most 100000 (each token runs the whole model once), got 100001");
   check_refused(m + "--tokens 99999999999999", "--tokens: at most 100000");
   check_refused(m + "--count 10001", "--count: at most 10000, got 10001");
+  // Greedy draws nothing: a seed is only for a task model's validation examples.
+  check_refused(m + "--greedy --prompt '3 4 |' --seed 5",
+                "--seed 5: --greedy draws nothing, and with --prompt there are no validation examples to pick");
+  check_refused(m + "--temperature 0 --prompt '3 4 |' --seed 5", "--seed 5: --temperature 0 draws nothing");
 
   // What composes still runs: top-k with a temperature, top-p with top-k, greedy alone.
   for (const std::string args : {"--top-k 1 --temperature 5", "--top-k 3 --top-p 0.5 --temperature 0.5", "--greedy",
-                                 "--temperature 0", "--top-p 1"}) {
+                                 "--temperature 0", "--top-p 1", "--greedy --seed 3"}) {
     const CliResult r = run_headroom(m + args + " --count 2");
     INFO(args << "\n" << r.output);
     CHECK(r.status == 0);
