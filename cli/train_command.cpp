@@ -40,6 +40,7 @@ int run_train(const TrainCommandFlags& flags) {
   // A resumed run takes everything that changes its numbers from its config.json.
   TrainConfig config = build_config(
       flags, flags.resume.empty() ? flags.config_file : (fs::path(flags.resume) / "config.json").string());
+  check_flags_read(flags, {config});
   config.validate();
   std::unique_ptr<Dataset> data = make_dataset(config);
   config = finalize(config, *data);

@@ -195,6 +195,35 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file) {
   return c;
 }
 
+void check_flags_read(const TrainFlags& f, const std::vector<TrainConfig>& runs) {
+  struct Conditional {
+    const char* key;
+    const char* flag;
+    bool (*reads)(const OptimConfig&);
+    std::string (*value)(const OptimConfig&);
+    const char* when;
+  };
+  const Conditional conditionals[] = {
+      {"train.momentum", "--momentum", [](const OptimConfig& o) { return o.optimizer == OptimizerKind::sgd; },
+       [](const OptimConfig& o) { return fmt::format("{}", o.momentum); }, "only --optimizer sgd has momentum"},
+      {"train.min_lr", "--min-lr", [](const OptimConfig& o) { return o.schedule == LrScheduleKind::warmup_cosine; },
+       [](const OptimConfig& o) { return fmt::format("{}", o.min_lr); }, "only --schedule cosine decays to a floor"},
+      {"train.warmup", "--warmup", [](const OptimConfig& o) { return o.schedule != LrScheduleKind::constant; },
+       [](const OptimConfig& o) { return fmt::format("{}", o.warmup); }, "--schedule constant has no warm-up"},
+  };
+  for (const Conditional& c : conditionals) {
+    if (!given(f, c.key) || runs.empty()) continue;
+    if (std::none_of(runs.begin(), runs.end(), [&](const TrainConfig& r) { return c.reads(r.optim); })) {
+      TrainConfig probe;
+      f.given.at(c.key)(probe);
+      // 0 turns the thing off, which is what these runs do anyway (--warmup 0 --schedule constant).
+      if (c.value(probe.optim) == "0") continue;
+      throw std::invalid_argument(
+          fmt::format("{} {}: {}, so it would be ignored; leave it out", c.flag, c.value(probe.optim), c.when));
+    }
+  }
+}
+
 TrainFlagGroups add_train_flags(CLI::App& app, TrainFlags& flags, TrainFlagSet set) {
   // ablate sweeps these (and --seeds) with flags of its own.
   const std::vector<std::string> skip =

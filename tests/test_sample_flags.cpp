@@ -360,6 +360,31 @@ TEST_CASE("train and ablate refuse --task or --vocab next to --text, from the fl
   CHECK(b["data"]["task"] == "reverse");
 }
 
+TEST_CASE("train and ablate refuse an optimizer or schedule flag that no run reads") {
+  check_refused("train --momentum 0.5", "--momentum 0.5: only --optimizer sgd has momentum, so it would be ignored");
+  check_refused("train --optimizer adam --momentum 0.5", "--momentum 0.5: only --optimizer sgd has momentum");
+  check_refused("train --min-lr 0.001 --schedule constant", "--min-lr 0.001: only --schedule cosine decays to a floor");
+  check_refused("train --min-lr 0.001 --schedule inverse_sqrt", "--min-lr 0.001: only --schedule cosine");
+  check_refused("train --warmup 10 --schedule constant", "--warmup 10: --schedule constant has no warm-up");
+  const TempDir tmp("sample_flags_optim");
+  check_refused("ablate --out " + (tmp / "sweep").string() + " --momentum 0.5", "--momentum 0.5: only --optimizer sgd");
+  CHECK_FALSE(fs::exists(tmp / "sweep"));
+  // Read by some run of the grid, or 0 (off): accepted.
+  const std::string tiny = " -q --d-model 8 --heads 1 --layers 1 --steps 2 --batch 2 --seq-len 6 --eval-every 1 "
+                           "--eval-batches 1 ";
+  for (const std::string args :
+       {"train --optimizer sgd --momentum 0.5 --warmup 1", "train --schedule constant --warmup 0 --min-lr 0",
+        "train --schedule inverse_sqrt --warmup 1"}) {
+    const CliResult r = run_headroom(args + tiny);
+    INFO(args << "\n" << r.output);
+    CHECK(r.status == 0);
+  }
+  const CliResult grid = run_headroom("ablate --out " + (tmp / "grid").string() +
+                                      " --momentum 0.5 --sweep optimizer=adamw,sgd --seeds 1 --warmup 1" + tiny);
+  INFO(grid.output);
+  CHECK(grid.status == 0);
+}
+
 TEST_CASE("eval refuses flags its data would ignore") {
   const TempDir tmp("sample_flags_eval_refused");
   const fs::path text = tmp.write("t.txt", kText);

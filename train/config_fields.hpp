@@ -44,14 +44,14 @@ void for_each_optim_field(Visit&& visit) {
                Flag{.help = "constant | cosine (linear warm-up, cosine decay to --min-lr) | inverse_sqrt (linear "
                             "warm-up, then lr * sqrt(warmup / t)) (default cosine)"}));
   visit(field("warmup", &O::warmup, Flag{.help = "Warm-up steps (default {})", .check = C::whole_number}));
-  visit(field("min_lr", &O::min_lr, Flag{.help = "Floor of the cosine decay (default 0)", .check = C::non_negative}));
+  visit(field("min_lr", &O::min_lr, Flag{.help = "Floor of the cosine decay (default 0); refused with another schedule", .check = C::non_negative}));
   visit(field("clip", &O::clip,
               Flag{.help = "Clip the global gradient norm; 0 is off (default {})", .check = C::non_negative}));
   visit(field("weight_decay", &O::weight_decay,
               Flag{.help = "AdamW decoupled decay, skipping biases, norms and embeddings; L2 for adam and sgd "
                            "(default {})",
                    .check = C::non_negative}));
-  visit(field("momentum", &O::momentum, Flag{.help = "SGD momentum (default 0.9)", .check = C::non_negative}));
+  visit(field("momentum", &O::momentum, Flag{.help = "SGD momentum (default 0.9); refused with another optimizer", .check = C::non_negative}));
   visit(field("seed", &O::seed, Flag{.help = "Seed for weights, batches and dropout (default 0)", .check = C::whole_number}));
   visit(field("threads", &O::threads,
               Flag{.help = "threads for the GEMMs and for headroom's own loops (default 1)", .check = C::whole_number}));
