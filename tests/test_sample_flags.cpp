@@ -438,6 +438,10 @@ TEST_CASE("eval --tokens prints the rows' mean next-token loss, which load_check
   CHECK(j["split"] == "tokens");
   CHECK(j["loss"].get<double>() == doctest::Approx(own).epsilon(1e-6));
 
+  const CliResult help = run_headroom("eval --help");
+  CHECK(help.output.find("--tokens") != std::string::npos);
+  CHECK(help.output.find("examples/load_checkpoint.py --expect") != std::string::npos);
+
   // The pair as docs/library.md shows it.
   constexpr const char* kPython = "/usr/bin/python3";
   if (!prerequisite(fs::exists(kPython), fmt::format("{} is not installed", kPython))) return;
