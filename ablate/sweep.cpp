@@ -260,6 +260,17 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
     if (a.values.size() >= 2) plan.plot_axes.push_back(a.key);
   }
   if (spec.seeds.empty()) bad("a sweep needs at least one seed");
+  // A text run has no task and takes its vocabulary from the text: sweeping either
+  // over a text base would train the same run under several names (docs/design.md #10).
+  const bool text_axis = std::any_of(spec.axes.begin(), spec.axes.end(),
+                                     [](const SweepAxis& a) { return a.section == "data" && a.key == "text"; });
+  for (const SweepAxis& a : spec.axes) {
+    if (!spec.base.data.text.empty() && !text_axis && a.section == "data" && (a.key == "task" || a.key == "vocab")) {
+      bad(fmt::format("--sweep {}: the base config trains on the text {}, which has no task and takes its "
+                      "vocabulary from the text, so every value would train the same run",
+                      a.key, spec.base.data.text));
+    }
+  }
 
   std::map<std::string, std::unique_ptr<Dataset>> datasets;  // validation only; each run makes its own
   std::map<std::string, std::string> point_desc;              // point id -> its description

@@ -99,6 +99,11 @@ int run_ablate(const AblateFlags& f) {
   const Shard shard = f.shard.empty() ? Shard{} : parse_shard(f.shard);
 
   const SweepPlan plan = plan_sweep(spec);
+  {
+    std::vector<TrainConfig> configs;
+    for (const PlannedRun& run : plan.runs) configs.push_back(run.config);
+    check_flags_read(f, configs);
+  }
   const fs::path dir = f.out;
   check_sweep_dir(dir, plan);  // before anything is written
 

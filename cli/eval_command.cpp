@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,6 +29,7 @@ namespace fs = std::filesystem;
 struct EvalFlags {
   std::string model;
   std::string text;
+  std::vector<std::string> tokens;  // rows of comma-separated ids, as examples/load_checkpoint.py reads them
   std::optional<std::size_t> batches, batch;
   std::optional<std::uint64_t> seed;
   bool json = false;
@@ -71,6 +73,65 @@ EvalReport eval_text_file(const EvalFlags& flags, TransformerLM<float>& model, c
   return report;
 }
 
+// One --tokens row: comma-separated ids in [0, vocab).
+std::vector<Index> parse_token_row(const std::string& row, std::size_t vocab) {
+  std::vector<Index> ids;
+  std::size_t begin = 0;
+  while (begin <= row.size()) {
+    const std::size_t end = std::min(row.find(',', begin), row.size());
+    const std::string id = row.substr(begin, end - begin);
+    const bool digits = !id.empty() && id.size() <= 18 && id.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoull(id) >= vocab) {
+      throw std::invalid_argument(fmt::format("--tokens '{}': '{}' is not a token id in [0, {})", row, id, vocab));
+    }
+    ids.push_back(static_cast<Index>(std::stoull(id)));
+    begin = end + 1;
+  }
+  return ids;
+}
+
+// The rows of --tokens as one batch (B, T+1) with every target counted: the mean
+// next-token cross-entropy over all B*T positions, which is what
+// examples/load_checkpoint.py computes.
+EvalReport eval_token_rows(const EvalFlags& flags, TransformerLM<float>& model, const DataDescription& data) {
+  const std::size_t max_len = model.config().max_len;
+  std::vector<std::vector<Index>> rows;
+  for (const std::string& row : flags.tokens) rows.push_back(parse_token_row(row, data.vocab));
+  const std::size_t len = rows.front().size();
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].size() != len || len < 2 || len > max_len + 1) {
+      throw std::invalid_argument(fmt::format(
+          "--tokens '{}': every row needs the same length T+1, from 2 to the model's max_len + 1 = {}; it has {} "
+          "ids and the first row {}",
+          flags.tokens[r], max_len + 1, rows[r].size(), len));
+    }
+  }
+  Batch b{.tokens = IndexArray::from_shape({rows.size(), len}), .target_mask = Mask::from_shape({rows.size(), len - 1})};
+  for (std::size_t r = 0; r < rows.size(); ++r) std::copy(rows[r].begin(), rows[r].end(), b.tokens.data() + r * len);
+  b.target_mask.fill(true);
+  EvalReport report;
+  report.text_model = data.is_text();
+  report.result = evaluate_batches(model, {b});
+  report.data = fmt::format("--tokens: {} row{} of {} ids, every next token counted", rows.size(),
+                            rows.size() == 1 ? "" : "s", len);
+  return report;
+}
+
+// Flags that the chosen data would ignore are refused rather than dropped.
+void check_eval_flags(const EvalFlags& f) {
+  const auto refuse = [](const std::string& flag, const std::string& why) {
+    throw std::invalid_argument(fmt::format("{}: {}, so it would be ignored; leave it out", flag, why));
+  };
+  if (!f.tokens.empty()) {
+    const std::string why = "--tokens gives the rows to evaluate";
+    if (!f.text.empty()) refuse(fmt::format("--text {}", f.text), why);
+    if (f.batches) refuse(fmt::format("--batches {}", *f.batches), why);
+    if (f.batch) refuse(fmt::format("--batch {}", *f.batch), why);
+    if (f.seed) refuse(fmt::format("--seed {}", *f.seed), why);
+  }
+  if (!f.text.empty() && f.seed) refuse(fmt::format("--seed {}", *f.seed), "--text reads the whole file in order");
+}
+
 EvalReport eval_own_data(TransformerLM<float>& model, const DataDescription& data,
                          const std::string& source, std::size_t batches, std::size_t batch, std::uint64_t seed) {
   const std::unique_ptr<Dataset> dataset =
@@ -84,6 +145,7 @@ EvalReport eval_own_data(TransformerLM<float>& model, const DataDescription& dat
 }
 
 int run_eval(const EvalFlags& flags) {
+  check_eval_flags(flags);
   LoadedRun run = load_run(flags.model);
   const std::string& source = run.source;
   const DataDescription& data = run.data;
@@ -96,9 +158,9 @@ int run_eval(const EvalFlags& flags) {
     throw std::invalid_argument(fmt::format("--text needs a character-level model; {} is a toy-task model ({})",
                                             source, data.task));
   }
-  const EvalReport report = flags.text.empty()
-                                ? eval_own_data(run.model(), data, source, batches, batch, seed)
-                                : eval_text_file(flags, run.model(), data, source, batch);
+  const EvalReport report = !flags.tokens.empty() ? eval_token_rows(flags, run.model(), data)
+                            : flags.text.empty()  ? eval_own_data(run.model(), data, source, batches, batch, seed)
+                                                  : eval_text_file(flags, run.model(), data, source, batch);
   const EvalResult& r = report.result;
   const double perplexity = std::exp(r.loss);
   const double bits = r.loss / std::log(2.0);
@@ -106,15 +168,17 @@ int run_eval(const EvalFlags& flags) {
   if (flags.json) {
     nlohmann::json j{{"model", source},
                      {"kind", data.is_text() ? "text" : "task"},
-                     {"data", flags.text.empty() ? (data.is_text() ? data.text : data.task) : flags.text},
-                     {"split", flags.text.empty() ? "val" : "file"},
+                     {"data", !flags.tokens.empty() ? "--tokens"
+                              : flags.text.empty() ? (data.is_text() ? data.text : data.task)
+                                                   : flags.text},
+                     {"split", !flags.tokens.empty() ? "tokens" : flags.text.empty() ? "val" : "file"},
                      {"seq_len", data.seq_len},
                      {"vocab", data.vocab},
                      {"targets", r.counted},
                      {"loss", r.loss},
                      {"accuracy", r.accuracy}};
     if (run.step) j["step"] = *run.step;
-    if (flags.text.empty()) {
+    if (flags.text.empty() && flags.tokens.empty()) {
       j["batches"] = batches;
       j["batch"] = batch;
       j["seed"] = seed;
@@ -131,7 +195,10 @@ int run_eval(const EvalFlags& flags) {
              run.step ? fmt::format(", step {}", *run.step) : std::string());
   fmt::print("data        {}\n", report.data);
   fmt::print("targets     {}\n", r.counted);
-  fmt::print("loss        {:.4f}\n", r.loss);
+  // With --tokens, 9 significant digits (all a float has), to compare with
+  // examples/load_checkpoint.py --expect.
+  fmt::print("loss        {}\n", flags.tokens.empty() ? fmt::format("{:.4f}", r.loss)
+                                                       : fmt::format("{:.9g}", r.loss));
   fmt::print("accuracy    {:.2f}%\n", 100 * r.accuracy);
   if (report.text_model) {
     fmt::print("perplexity  {:.3f}\n", perplexity);
@@ -156,12 +223,21 @@ Run add_eval_command(CLI::App& app) {
   cmd->add_option("--text", f->text,
                   "Evaluate a text model on this UTF-8 file: windows of seq_len + 1 characters, each character "
                   "predicted once");
+  cmd->add_option("--tokens", f->tokens,
+                  "Evaluate these rows instead: each ROW is comma-separated token ids (3,1,4,1,5), all of the same "
+                  "length T+1 <= max_len + 1; the loss is the mean next-token cross-entropy over all of their "
+                  "targets, printed with 9 significant digits, the number examples/load_checkpoint.py --expect "
+                  "takes. Not with --text, --batches, --batch or --seed")
+      ->expected(1, -1)
+      ->type_name("ROW");
   cmd->add_option("--batches", f->batches,
                   "Validation batches (default: the run's eval_batches from its config.json, else 8); with --text, "
                   "the most batches of windows to read (default: the whole file)")
       ->check(kCount);
   cmd->add_option("--batch", f->batch, "Rows per batch (default: the run's batch, else 32)")->check(kCount);
-  cmd->add_option("--seed", f->seed, "Seed of the run whose validation batches to draw (default: the run's seed, else 0)")
+  cmd->add_option("--seed", f->seed,
+                  "Seed of the run whose validation batches to draw (default: the run's seed, else 0); not with "
+                  "--text, which reads the file in order")
       ->check(kWholeNumber);
   cmd->add_flag("--json", f->json, "Print one JSON object instead of the table");
   return [f] { return run_eval(*f); };

@@ -25,14 +25,19 @@ struct SampleFlags {
   std::string model;
   std::string prompt;
   std::optional<std::size_t> tokens;
-  double temperature = 1.0;
+  std::optional<double> temperature;  // default 1
   std::optional<std::size_t> top_k;
+  std::optional<double> top_p;  // default 1 (off)
   bool greedy = false;
-  std::uint64_t seed = 0;
+  std::optional<std::uint64_t> seed;  // default 0
   std::size_t count = 1;
 };
 
 constexpr std::size_t kTextTokens = 200;  // --tokens default for text models
+// Generation slides its context window, so max_len does not bound --tokens; each
+// token runs the whole model once (no KV cache), so we cap the run instead.
+constexpr std::size_t kMaxTokens = 100000;
+constexpr std::size_t kMaxCount = 10000;
 
 // Separate streams of one seed for the validation examples and the token draws, so
 // asking for more tokens never changes which examples come up.
@@ -72,8 +77,8 @@ int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const Dat
   std::optional<std::vector<Index>> user_prompt;
   if (!flags.prompt.empty()) user_prompt = parse_task_tokens(flags.prompt, data.vocab, "--prompt");
   fmt::print("{}: {} model (vocab {}, seq_len {}{})\n", source, data.task, data.vocab, data.seq_len, step);
-  Rng draws(stream_seed(flags.seed, kDrawStream));
-  Rng examples(stream_seed(flags.seed, kExampleStream));
+  Rng draws(stream_seed(flags.seed.value_or(0), kDrawStream));
+  Rng examples(stream_seed(flags.seed.value_or(0), kExampleStream));
 
   std::size_t matched = 0;
   for (std::size_t i = 0; i < flags.count; ++i) {
@@ -87,10 +92,18 @@ int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const Dat
     // exactly the answer of a validation example.
     const std::size_t row_rest = data.seq_len + 1 > e.prompt.size() ? data.seq_len + 1 - e.prompt.size() : 1;
     const std::size_t n = flags.tokens.value_or(user_prompt ? row_rest : e.answer.size());
-    const std::vector<Index> out = generate(model, e.prompt, n, options, draws);
     if (i > 0) fmt::print("\n");
     fmt::print("prompt    {}\n", render_task_tokens(e.prompt));
-    fmt::print("model     {}\n", render_task_tokens(out));
+    fmt::print("model     ");
+    std::fflush(stdout);
+    // Each token as it comes, as render_task_tokens would write the whole answer.
+    bool first = true;
+    const std::vector<Index> out = generate(model, e.prompt, n, options, draws, [&first](Index id) {
+      fmt::print("{}{}", first ? "" : " ", task_token_label(id));
+      first = false;
+      std::fflush(stdout);
+    });
+    fmt::print("\n");
     if (user_prompt) continue;
     bool match = out.size() >= e.answer.size();
     for (std::size_t j = 0; j < e.answer.size() && j < out.size(); ++j) {
@@ -108,7 +121,7 @@ int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const Dat
 int sample_text(const SampleFlags& flags, TransformerLM<float>& model, const DataDescription& data,
                 const SamplingOptions& options, const std::string& source) {
   const CharVocab vocab = char_vocab(data, source);
-  Rng draws(stream_seed(flags.seed, kDrawStream));
+  Rng draws(stream_seed(flags.seed.value_or(0), kDrawStream));
   // Without a prompt we start from a newline when the model knows one (text tends
   // to start after one), else from the first character of the vocabulary.
   const bool prompted = !flags.prompt.empty();
@@ -118,16 +131,47 @@ int sample_text(const SampleFlags& flags, TransformerLM<float>& model, const Dat
   const std::size_t n = flags.tokens.value_or(kTextTokens);
   for (std::size_t i = 0; i < flags.count; ++i) {
     if (flags.count > 1) fmt::print("{}--- sample {} of {} ---\n", i > 0 ? "\n" : "", i + 1, flags.count);
-    const std::vector<Index> out = generate(model, prompt_ids, n, options, draws);
-    std::string text = prompted ? flags.prompt : std::string();
-    text += vocab.decode(out, "sample");
-    fmt::print("{}{}", text, text.empty() || text.back() != '\n' ? "\n" : "");
+    // The prompt, then each character as it comes; a newline ends the sample unless
+    // it already ends with one.
+    std::string tail = prompted ? flags.prompt : std::string();  // what was printed last
+    fmt::print("{}", tail);
+    std::fflush(stdout);
+    generate(model, prompt_ids, n, options, draws, [&](Index id) {
+      const std::string c = vocab.decode(std::span<const Index>(&id, 1), "sample");
+      fmt::print("{}", c);
+      if (!c.empty()) tail = c;
+      std::fflush(stdout);
+    });
+    fmt::print("{}", tail.empty() || tail.back() != '\n' ? "\n" : "");
     std::fflush(stdout);
   }
   return 0;
 }
 
+// Greedy decoding (--greedy, or --temperature 0) draws nothing, so a sampling knob
+// next to it would be silently ignored: we refuse the pair. Also the caps.
+void check_sample_flags(const SampleFlags& f) {
+  if (f.tokens && *f.tokens > kMaxTokens) {
+    throw std::invalid_argument(fmt::format(
+        "--tokens: at most {} (each token runs the whole model once), got {}", kMaxTokens, *f.tokens));
+  }
+  if (f.count > kMaxCount) {
+    throw std::invalid_argument(fmt::format("--count: at most {}, got {}", kMaxCount, f.count));
+  }
+  const bool zero_temperature = f.temperature && *f.temperature == 0;
+  if (!f.greedy && !zero_temperature) return;
+  const std::string greedy = f.greedy ? "--greedy" : "--temperature 0";
+  const auto refuse = [&](const std::string& knob) {
+    throw std::invalid_argument(fmt::format(
+        "{}: {} always takes the most likely token, so it would be ignored; give one or the other", knob, greedy));
+  };
+  if (f.greedy && f.temperature) refuse(fmt::format("--temperature {}", *f.temperature));
+  if (f.top_k) refuse(fmt::format("--top-k {}", *f.top_k));
+  if (f.top_p) refuse(fmt::format("--top-p {}", *f.top_p));
+}
+
 int run_sample(const SampleFlags& flags) {
+  check_sample_flags(flags);
   set_threads(1);  // one sequence at a time: threads only add overhead
   LoadedRun run = load_run(flags.model);
   const std::string& source = run.source;
@@ -136,7 +180,17 @@ int run_sample(const SampleFlags& flags) {
     throw std::invalid_argument(fmt::format("--top-k: must be from 1 to the model's vocab {}, got {}", data.vocab,
                                             *flags.top_k));
   }
-  const SamplingOptions options{.temperature = flags.temperature, .top_k = flags.top_k.value_or(0),
+  // Greedy decoding draws nothing: the seed then only picks validation examples.
+  const bool greedy = flags.greedy || (flags.temperature && *flags.temperature == 0);
+  if (greedy && flags.seed && (data.is_text() || !flags.prompt.empty())) {
+    throw std::invalid_argument(fmt::format(
+        "--seed {}: {} draws nothing, and with {} there are no validation examples to pick, so it would be "
+        "ignored; leave it out",
+        *flags.seed, flags.greedy ? "--greedy" : "--temperature 0", data.is_text() ? "a text model" : "--prompt"));
+  }
+  const SamplingOptions options{.temperature = flags.temperature.value_or(1.0),
+                                .top_k = flags.top_k.value_or(0),
+                                .top_p = flags.top_p.value_or(1.0),
                                 .greedy = flags.greedy};
   return data.is_text() ? sample_text(flags, run.model(), data, options, source)
                         : sample_task(flags, run.model(), data, options, source,
@@ -159,20 +213,31 @@ Run add_sample_command(CLI::App& app) {
       ->required();
   cmd->add_option("--prompt", f->prompt, "Text for a text model; space-separated token ids for a toy-task model");
   cmd->add_option("--tokens", f->tokens,
-                  fmt::format("Tokens to generate (default: {} characters for a text model; for a toy-task model the "
-                              "answer's length, or the rest of a training row after --prompt)",
-                              kTextTokens))
+                  fmt::format("Tokens to generate, at most {} (default: {} characters for a text model; for a "
+                              "toy-task model the answer's length, or the rest of a training row after --prompt). "
+                              "They are printed as they are made",
+                              kMaxTokens, kTextTokens))
       ->check(kCount);
-  cmd->add_option("--temperature", f->temperature, "Divide the logits by this before sampling; 0 is greedy")
-      ->capture_default_str()
+  cmd->add_option("--temperature", f->temperature,
+                  "Divide the logits by this before sampling (default 1); 0 is greedy, and takes no --top-k or "
+                  "--top-p")
       ->check(kFiniteNonNegative);
   cmd->add_option("--top-k", f->top_k, "Sample only among the K most likely tokens (default: all)")->check(kCount);
-  cmd->add_flag("--greedy", f->greedy, "Always take the most likely token (the same as --temperature 0)");
-  cmd->add_option("--seed", f->seed, "Seed for the draws and the validation examples")
-      ->capture_default_str()
+  cmd->add_option("--top-p", f->top_p,
+                  "Nucleus sampling: then only among the fewest most likely tokens whose probabilities sum to at "
+                  "least P, 0 < P <= 1 (default 1: all)")
+      ->check(kProbability);
+  cmd->add_flag("--greedy", f->greedy,
+                "Always take the most likely token (the same as --temperature 0); refused with --temperature, "
+                "--top-k or --top-p, which it would ignore");
+  cmd->add_option("--seed", f->seed,
+                  "Seed for the draws and the validation examples (default 0); greedy decoding draws nothing, so "
+                  "with --greedy it is only for a toy-task model's validation examples")
       ->check(kWholeNumber);
-  cmd->add_option("--count", f->count, "Samples to generate (each a new validation example for a toy-task model "
-                                       "without --prompt)")
+  cmd->add_option("--count", f->count,
+                  fmt::format("Samples to generate, at most {} (each a new validation example for a toy-task model "
+                              "without --prompt)",
+                              kMaxCount))
       ->capture_default_str()
       ->check(kCount);
   return [f] { return run_sample(*f); };

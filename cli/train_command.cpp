@@ -79,6 +79,7 @@ int run_train(const TrainCommandFlags& flags) {
       flags, flags.resume ? (fs::path(*flags.resume) / "config.json").string() : flags.config_file);
   // A resume to a step the run has passed says so, before any check of the steps.
   if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim.steps);
+  check_flags_read(flags, {config});
   config.validate();
   std::unique_ptr<Dataset> data = make_dataset(config);
   config = finalize(config, *data);

@@ -92,6 +92,73 @@ void add_section_flags(CLI::Option_group& group, TrainFlags& flags, Section Trai
   });
 }
 
+bool given(const TrainFlags& f, const std::string& key) { return f.given.find(key) != f.given.end(); }
+
+// The data keys as the flags set them (the defaults where no flag is given).
+DataConfig flag_data(const TrainFlags& f) {
+  TrainConfig probe;
+  for (const char* key : {"data.task", "data.text", "data.vocab"}) {
+    if (const auto it = f.given.find(key); it != f.given.end()) it->second(probe);
+  }
+  return probe.data;
+}
+
+// data.<key> of a --config file, when it is there.
+const nlohmann::json* file_data_key(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  const auto data = object.find("data");
+  if (data == object.end() || !data->is_object()) return nullptr;
+  const auto value = data->find(key);
+  return value == data->end() ? nullptr : &*value;
+}
+
+// A text run has no task and takes its vocabulary from the text, so --task and
+// --vocab next to --text would be ignored: we refuse them, from the flags and from
+// the file alike. Flags override the file, so a flag that picks the data (--text
+// or --task) replaces the file's choice and the keys that go with it; see "Text or
+// task" in docs/cli/train.md. Returns whether the run trains on a text.
+bool check_data_source(const TrainFlags& f, const nlohmann::json& object, const std::string& config_file) {
+  const DataConfig flags = flag_data(f);
+  if (given(f, "data.text")) {
+    if (flags.text.empty()) return false;
+    if (given(f, "data.task")) {
+      throw std::invalid_argument(fmt::format(
+          "--task {}: a --text run has no task (--text {}); give one or the other", flags.task, flags.text));
+    }
+    if (given(f, "data.vocab")) {
+      throw std::invalid_argument(fmt::format(
+          "--vocab {}: a --text run takes its vocabulary from the text (--text {})", flags.vocab, flags.text));
+    }
+    return true;  // over the file's data.task and data.vocab
+  }
+  if (given(f, "data.task")) return false;  // over the file's data.text
+  const nlohmann::json* text = file_data_key(object, "text");
+  if (text == nullptr || !text->is_string() || text->get<std::string>().empty()) return false;
+  const std::string file_text = text->get<std::string>();
+  if (given(f, "data.vocab")) {
+    throw std::invalid_argument(fmt::format(
+        "--vocab {}: {} sets 'data.text' {}, and a text run takes its vocabulary from the text (add --task to "
+        "train on a task instead)",
+        flags.vocab, config_file, file_text));
+  }
+  // What headroom itself writes for a text run is the defaults: those say nothing.
+  const DataConfig defaults;
+  const nlohmann::json* task = file_data_key(object, "task");
+  if (task != nullptr && task->is_string() && task->get<std::string>() != defaults.task) {
+    throw std::invalid_argument(fmt::format(
+        "{}: 'data.task' {} next to 'data.text' {}: a text run has no task; remove one of them", config_file,
+        task->get<std::string>(), file_text));
+  }
+  const nlohmann::json* vocab = file_data_key(object, "vocab");
+  if (vocab != nullptr && vocab->is_number_integer() && vocab->get<long long>() != static_cast<long long>(defaults.vocab)) {
+    throw std::invalid_argument(fmt::format(
+        "{}: 'data.vocab' {} next to 'data.text' {}: a text run takes its vocabulary from the text; remove "
+        "'data.vocab'",
+        config_file, vocab->dump(), file_text));
+  }
+  return true;
+}
+
 }  // namespace
 
 TrainConfig build_config(const TrainFlags& f, const std::string& config_file) {
@@ -108,24 +175,57 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file) {
     }
   }
   // Precedence, lowest first: the task's defaults, the config file, the flags.
-  std::string task = TrainConfig{}.data.task;
-  if (object.is_object() && object.contains("data") && object["data"].is_object() &&
-      object["data"].contains("task") && object["data"]["task"].is_string()) {
-    task = object["data"]["task"].get<std::string>();
+  const bool text_run = check_data_source(f, object, config_file);
+  const DataConfig defaults;
+  std::string task = defaults.task;  // a text run takes the global defaults
+  if (const nlohmann::json* file_task = file_data_key(object, "task");
+      !text_run && file_task != nullptr && file_task->is_string()) {
+    task = file_task->get<std::string>();
   }
-  if (const auto given = f.given.find("data.task"); given != f.given.end()) {
-    TrainConfig probe;
-    given->second(probe);
-    task = probe.data.task;
-  }
+  if (given(f, "data.task")) task = flag_data(f).task;
   TrainConfig c = task_defaults(task);
   if (!config_file.empty()) update_from_json(c, object, config_file);
   for (const auto& [key, set] : f.given) set(c);
+  if (given(f, "data.task") && !given(f, "data.text")) c.data.text.clear();  // --task over the file's text
+  if (text_run) {
+    // --text over the file's task: config.json says what a text run is made of.
+    c.data.task = defaults.task;
+    c.data.vocab = defaults.vocab;
+  }
   // Warm-up scales with the run unless given (train/config.hpp, default_warmup).
   const bool warmup_in_file = object.is_object() && object.contains("train") && object["train"].is_object() &&
                               object["train"].contains("warmup");
   if (!warmup_in_file && f.given.count("train.warmup") == 0) c.optim.warmup = default_warmup(c.optim.steps);
   return c;
+}
+
+void check_flags_read(const TrainFlags& f, const std::vector<TrainConfig>& runs) {
+  struct Conditional {
+    const char* key;
+    const char* flag;
+    bool (*reads)(const OptimConfig&);
+    std::string (*value)(const OptimConfig&);
+    const char* when;
+  };
+  const Conditional conditionals[] = {
+      {"train.momentum", "--momentum", [](const OptimConfig& o) { return o.optimizer == OptimizerKind::sgd; },
+       [](const OptimConfig& o) { return fmt::format("{}", o.momentum); }, "only --optimizer sgd has momentum"},
+      {"train.min_lr", "--min-lr", [](const OptimConfig& o) { return o.schedule == LrScheduleKind::warmup_cosine; },
+       [](const OptimConfig& o) { return fmt::format("{}", o.min_lr); }, "only --schedule cosine decays to a floor"},
+      {"train.warmup", "--warmup", [](const OptimConfig& o) { return o.schedule != LrScheduleKind::constant; },
+       [](const OptimConfig& o) { return fmt::format("{}", o.warmup); }, "--schedule constant has no warm-up"},
+  };
+  for (const Conditional& c : conditionals) {
+    if (!given(f, c.key) || runs.empty()) continue;
+    if (std::none_of(runs.begin(), runs.end(), [&](const TrainConfig& r) { return c.reads(r.optim); })) {
+      TrainConfig probe;
+      f.given.at(c.key)(probe);
+      // 0 turns the thing off, which is what these runs do anyway (--warmup 0 --schedule constant).
+      if (c.value(probe.optim) == "0") continue;
+      throw std::invalid_argument(
+          fmt::format("{} {}: {}, so it would be ignored; leave it out", c.flag, c.value(probe.optim), c.when));
+    }
+  }
 }
 
 TrainFlagGroups add_train_flags(CLI::App& app, TrainFlags& flags, TrainFlagSet set) {

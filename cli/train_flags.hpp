@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -41,5 +42,11 @@ TrainFlagGroups add_train_flags(CLI::App& cmd, TrainFlags& flags, TrainFlagSet s
 // The config the flags describe on top of `config_file` (none when empty) and the
 // task's defaults. Throws std::invalid_argument for an unreadable or invalid file.
 TrainConfig build_config(const TrainFlags& flags, const std::string& config_file);
+
+// Throws std::invalid_argument, naming the flag, for a training flag that none of
+// `runs` reads (--momentum without sgd, --min-lr without the cosine schedule,
+// --warmup with the constant one), where it would be silently ignored
+// (docs/design.md #10). A value of 0, which turns the setting off, passes. `train` passes its one config; `ablate` every run of its grid.
+void check_flags_read(const TrainFlags& flags, const std::vector<TrainConfig>& runs);
 
 }  // namespace headroom::cli

@@ -4,6 +4,12 @@
     /usr/bin/python3 examples/load_checkpoint.py run/model.safetensors \\
         --tokens 3,1,4,1,5 2,6,5,3,5 [--expect 1.9234] [--rtol 1e-5]
 
+The number for --expect comes from headroom itself, for the same rows:
+
+    build/headroom eval --model run --tokens 3,1,4,1,5 2,6,5,3,5
+
+prints the same mean next-token loss (its "loss" line, 9 significant digits).
+
 Runs with Debian's python3-torch (1.13) and nothing else: the safetensors file is
 parsed here with struct and json (8-byte little-endian header length, JSON header,
 raw little-endian data), not with the safetensors package.

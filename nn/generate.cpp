@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -17,58 +18,105 @@ void check_sampling_options(const SamplingOptions& options, std::size_t vocab) {
   if (options.top_k > vocab) {
     throw std::invalid_argument(fmt::format("sample: top_k {} is larger than the vocabulary ({})", options.top_k, vocab));
   }
+  if (!(options.top_p > 0 && options.top_p <= 1)) {
+    // fmt writes NaN as "-nan" for some bit patterns; the message says "nan".
+    const std::string value = std::isnan(options.top_p) ? "nan" : fmt::format("{}", options.top_p);
+    throw std::invalid_argument(fmt::format("sample: top_p must be in (0, 1], got {}", value));
+  }
 }
 
-Index sample_token(std::span<const float> logits, const SamplingOptions& options, Rng& rng) {
-  const std::size_t V = logits.size();
-  if (V == 0) throw std::invalid_argument("sample: no logits");
-  for (std::size_t i = 0; i < V; ++i) {
-    if (!std::isfinite(logits[i])) {
-      throw std::invalid_argument(fmt::format("sample: the model's logit for token {} is {}", i, logits[i]));
-    }
-  }
-  if (options.greedy || options.temperature == 0) {
-    return static_cast<Index>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  }
+namespace {
 
-  // Candidates: every id, or the top_k largest logits (ties keep the lower id, so
-  // top_k = 1 picks what greedy picks).
-  std::vector<std::size_t> ids(V);  // (V) candidate ids, best first when cut
+// The ids of the top_k largest logits (all when top_k is 0 or at least V), in id
+// order; ties keep the lower id, so top_k = 1 picks what greedy picks.
+std::vector<std::size_t> top_k_ids(std::span<const float> logits, std::size_t top_k) {
+  std::vector<std::size_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), std::size_t{0});
-  if (options.top_k > 0 && options.top_k < V) {
-    const auto k = static_cast<std::ptrdiff_t>(options.top_k);
+  if (top_k > 0 && top_k < ids.size()) {
+    const auto k = static_cast<std::ptrdiff_t>(top_k);
     std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](std::size_t a, std::size_t b) {
       return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
     });
-    ids.resize(options.top_k);
+    ids.resize(top_k);
     std::sort(ids.begin(), ids.end());  // id order, so the draw does not depend on the sort
   }
+  return ids;
+}
 
+// Cuts `c` to its nucleus: the fewest most likely candidates (ties: the lower id)
+// whose weights sum to at least top_p of the total, kept in id order.
+void keep_nucleus(Candidates& c, double top_p) {
+  if (top_p >= 1) return;
+  std::vector<std::size_t> order(c.ids.size());  // positions in c, most likely first
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  // Stable: equal weights stay in id order.
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return c.weights[a] > c.weights[b]; });
+  const double total = std::accumulate(c.weights.begin(), c.weights.end(), 0.0);
+  // A sum that equals top_p but for rounding reaches it.
+  const double target = top_p * total * (1 - 1e-12);
+  std::size_t kept = 0;
+  double cumulative = 0;
+  while (kept < order.size() && (kept == 0 || cumulative < target)) cumulative += c.weights[order[kept++]];
+  order.resize(kept);
+  std::sort(order.begin(), order.end());
+  Candidates nucleus;
+  for (const std::size_t j : order) {
+    nucleus.ids.push_back(c.ids[j]);
+    nucleus.weights.push_back(c.weights[j]);
+  }
+  c = std::move(nucleus);
+}
+
+void check_finite(std::span<const float> logits) {
+  if (logits.empty()) throw std::invalid_argument("sample: no logits");
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    if (!std::isfinite(logits[i])) {
+      const std::string value = std::isnan(logits[i]) ? "nan" : fmt::format("{}", logits[i]);
+      throw std::invalid_argument(fmt::format("sample: the model's logit for token {} is {}", i, value));
+    }
+  }
+}
+
+}  // namespace
+
+Candidates sampling_candidates(std::span<const float> logits, const SamplingOptions& options) {
+  check_finite(logits);
+  Candidates c;
+  c.ids = top_k_ids(logits, options.top_k);
   // softmax(z / temperature) over the candidates, max-subtracted, in double.
   double max_z = -INFINITY;
-  for (const std::size_t i : ids) max_z = std::max(max_z, static_cast<double>(logits[i]) / options.temperature);
-  std::vector<double> weight(ids.size());  // unnormalised probabilities
-  double total = 0;
-  for (std::size_t j = 0; j < ids.size(); ++j) {
-    weight[j] = std::exp(static_cast<double>(logits[ids[j]]) / options.temperature - max_z);
-    total += weight[j];
+  for (const std::size_t i : c.ids) max_z = std::max(max_z, static_cast<double>(logits[i]) / options.temperature);
+  c.weights.resize(c.ids.size());
+  for (std::size_t j = 0; j < c.ids.size(); ++j) {
+    c.weights[j] = std::exp(static_cast<double>(logits[c.ids[j]]) / options.temperature - max_z);
   }
+  keep_nucleus(c, options.top_p);
+  return c;
+}
+
+Index sample_token(std::span<const float> logits, const SamplingOptions& options, Rng& rng) {
+  if (options.greedy || options.temperature == 0) {
+    check_finite(logits);
+    return static_cast<Index>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  const Candidates c = sampling_candidates(logits, options);
+  const double total = std::accumulate(c.weights.begin(), c.weights.end(), 0.0);
   const double u = rng.uniform() * total;
   double cumulative = 0;
-  for (std::size_t j = 0; j < ids.size(); ++j) {
-    cumulative += weight[j];
-    if (u < cumulative) return static_cast<Index>(ids[j]);
+  for (std::size_t j = 0; j < c.ids.size(); ++j) {
+    cumulative += c.weights[j];
+    if (u < cumulative) return static_cast<Index>(c.ids[j]);
   }
   // Rounding can leave u just above the last partial sum: the last candidate with
   // any weight.
-  for (std::size_t j = ids.size(); j-- > 0;) {
-    if (weight[j] > 0) return static_cast<Index>(ids[j]);
+  for (std::size_t j = c.ids.size(); j-- > 0;) {
+    if (c.weights[j] > 0) return static_cast<Index>(c.ids[j]);
   }
-  return static_cast<Index>(ids.back());
+  return static_cast<Index>(c.ids.back());
 }
 
 std::vector<Index> generate(TransformerLM<float>& model, std::span<const Index> prompt, std::size_t tokens,
-                            const SamplingOptions& options, Rng& rng) {
+                            const SamplingOptions& options, Rng& rng, const TokenCallback& on_token) {
   const ModelConfig& config = model.config();
   if (prompt.empty()) throw std::invalid_argument("generate: the prompt is empty (it needs at least one token)");
   for (const Index id : prompt) {
@@ -102,6 +150,7 @@ std::vector<Index> generate(TransformerLM<float>& model, std::span<const Index> 
     const Index next = sample_token(std::span<const float>(last, V), options, rng);
     sequence.push_back(next);
     out.push_back(next);
+    if (on_token) on_token(next);
   }
   return out;
 }

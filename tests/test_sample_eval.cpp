@@ -385,9 +385,9 @@ TEST_CASE("sample is reproducible for a seed, differs across seeds, and greedy =
   CHECK(continuation.back() == U'\n');
   for (std::size_t i = 0; i < 30; ++i) CHECK(chars.alphabet().find(continuation[i]) != std::u32string::npos);
 
-  const CliResult greedy = run_headroom(m + "--greedy --seed 1");
+  const CliResult greedy = run_headroom(m + "--greedy");
   CHECK(greedy.status == 0);
-  CHECK(run_headroom(m + "--temperature 0 --seed 2").output == greedy.output);
+  CHECK(run_headroom(m + "--temperature 0").output == greedy.output);
   CHECK(run_headroom(m + "--top-k 1 --seed 3").output == greedy.output);
   CHECK(run_headroom(m + "--top-k 1 --temperature 5 --seed 4").output == greedy.output);
 

@@ -18,11 +18,16 @@ void for_each_data_field(Visit&& visit) {
   using C = FlagCheck;
   std::string tasks;
   for (const std::string& t : task_names()) tasks += (tasks.empty() ? "" : " | ") + t;
-  visit(field("task", &D::task, Flag{.help = "Toy task: " + tasks + " (default {})"}));
-  visit(field("text", &D::text, Flag{.help = "Train a character-level model on this UTF-8 text file instead of a task"}));
+  visit(field("task", &D::task,
+              Flag{.help = "Toy task: " + tasks + " (default {}); overrides a --config file's data.text"}));
+  visit(field("text", &D::text,
+              Flag{.help = "Train a character-level model on this UTF-8 text file instead of a task (its vocabulary "
+                           "comes from the file, so not with --task or --vocab); overrides a --config file's "
+                           "data.task"}));
   visit(field("seq_len", &D::seq_len, Flag{.help = "Tokens the model reads per row (default {})", .check = C::whole_number}));
   visit(field("vocab", &D::vocab,
-              Flag{.help = "Toy task vocabulary, 3 special tokens included (default {})", .check = C::whole_number}));
+              Flag{.help = "Toy task vocabulary, 3 special tokens included (default {}); not for a --text run",
+                   .check = C::whole_number}));
 }
 
 // Calls visit(Field<OptimConfig, V>) for every field, in order.
@@ -41,14 +46,15 @@ void for_each_optim_field(Visit&& visit) {
   visit(field("warmup", &O::warmup,
               Flag{.help = "Warm-up steps (default min(100, steps / 10); config.json records it)",
                    .check = C::whole_number}));
-  visit(field("min_lr", &O::min_lr, Flag{.help = "Floor of the cosine decay (default 0)", .check = C::non_negative}));
+  visit(field("min_lr", &O::min_lr, Flag{.help = "Floor of the cosine decay (default 0); refused with another schedule",
+                                               .check = C::non_negative}));
   visit(field("clip", &O::clip,
               Flag{.help = "Clip the global gradient norm; 0 is off (default {})", .check = C::non_negative}));
   visit(field("weight_decay", &O::weight_decay,
               Flag{.help = "AdamW decoupled decay, skipping biases, norms and embeddings; L2 for adam and sgd "
                            "(default {})",
                    .check = C::non_negative}));
-  visit(field("momentum", &O::momentum, Flag{.help = "SGD momentum (default 0.9)", .check = C::non_negative}));
+  visit(field("momentum", &O::momentum, Flag{.help = "SGD momentum (default 0.9); refused with another optimizer", .check = C::non_negative}));
   visit(field("seed", &O::seed, Flag{.help = "Seed for weights, batches and dropout (default 0)", .check = C::whole_number}));
   visit(field("threads", &O::threads,
               Flag{.help = "threads for the GEMMs and for headroom's own loops (default 1)", .check = C::whole_number}));
