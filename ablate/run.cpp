@@ -107,6 +107,7 @@ void train_run(const Pending& p, const fs::path& run_dir, const AblateOptions& o
 
 SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
   check_sweep_dir(options.out_dir, plan);
+  check_sweep_memory(plan, options.jobs);
   write_sweep_json(options.out_dir, plan);
 
   SweepOutcome outcome;

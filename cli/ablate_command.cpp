@@ -30,6 +30,7 @@ struct AblateFlags : TrainFlags {
   std::vector<std::string> merge;
   std::string out;
   double target_acc = 0.99;
+  std::size_t max_runs = kDefaultMaxRuns;
   bool quiet = false;
 };
 
@@ -97,10 +98,12 @@ int run_ablate(const AblateFlags& f) {
   }
   spec.seeds = parse_seeds(f.seeds);
   const Shard shard = f.shard.empty() ? Shard{} : parse_shard(f.shard);
+  check_grid_size(spec, f.max_runs);  // before the grid is planned
 
   const SweepPlan plan = plan_sweep(spec);
   const fs::path dir = f.out;
   check_sweep_dir(dir, plan);  // before anything is written
+  check_sweep_memory(plan, f.jobs);
 
   if (!f.quiet) {
     const std::size_t points = plan.runs.size() / plan.seeds.size();
@@ -181,6 +184,10 @@ Run add_ablate_command(CLI::App& app) {
   CLI::Option* shard =
       grid->add_option("--shard", f->shard, "Run only the K-th of N slices of the grid (run index mod N), e.g. 2/3")
           ->check(parsed_by([](const std::string& t) { parse_shard(t); }, "K/N"));
+  CLI::Option* max_runs =
+      grid->add_option("--max-runs", f->max_runs,
+                       fmt::format("Refuse a grid of more runs than this, seeds included (default {})", kDefaultMaxRuns))
+          ->check(kCount);
   cmd->add_option("--target-acc", f->target_acc,
                   "Report the steps each run took to reach this validation accuracy (default 0.99)")
       ->check(CLI::Range(0.0, 1.0));
@@ -195,7 +202,7 @@ Run add_ablate_command(CLI::App& app) {
 
   // A merge takes its sweep from the shards' sweep.json.
   merge->excludes(config)->excludes(heads)->excludes(dk)->excludes(kv)->excludes(sweep)->excludes(seeds);
-  merge->excludes(jobs)->excludes(shard);
+  merge->excludes(jobs)->excludes(shard)->excludes(max_runs);
   for (CLI::Option_group* g : {groups.model, groups.data, groups.training}) {
     for (CLI::Option* o : g->get_options()) merge->excludes(o);
   }

@@ -13,6 +13,7 @@
 
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
+#include "train/resources.hpp"
 #include "train/run_dir.hpp"
 #include "train/evaluate.hpp"
 #include "cli/validators.hpp"
@@ -92,6 +93,7 @@ int run_eval(const EvalFlags& flags) {
   const std::size_t batches = v.batches, batch = v.batch;
   const std::uint64_t seed = v.seed;
   set_threads(v.threads);
+  check_eval_memory(run.model().config(), batch, data.seq_len, batches, false);  // before a batch is drawn
   if (!flags.text.empty() && !data.is_text()) {
     throw std::invalid_argument(fmt::format("--text needs a character-level model; {} is a toy-task model ({})",
                                             source, data.task));

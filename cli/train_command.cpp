@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <thread>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include "cli/interrupt.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_flags.hpp"
+#include "train/resources.hpp"
 #include "train/trainer.hpp"
 #include "cli/validators.hpp"
 #include "data/task.hpp"
@@ -29,6 +31,15 @@ struct TrainCommandFlags : TrainFlags {
   bool quiet = false;
 };
 
+// More threads than cores is allowed (a config made on a bigger machine still runs)
+// but slow: say so.
+void warn_threads(int threads) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores > 0 && static_cast<unsigned>(threads) > cores) {
+    fmt::print(stderr, "headroom train: warning: --threads {} is more than this machine's {} cores\n", threads, cores);
+  }
+}
+
 std::string rate(double tokens_per_s) {
   return tokens_per_s >= 1e6 ? fmt::format("{:.1f}M", tokens_per_s / 1e6) : fmt::format("{:.1f}k", tokens_per_s / 1e3);
 }
@@ -41,8 +52,13 @@ int run_train(const TrainCommandFlags& flags) {
   TrainConfig config = build_config(
       flags, flags.resume.empty() ? flags.config_file : (fs::path(flags.resume) / "config.json").string());
   config.validate();
+  // A toy task's vocabulary is the config's: refuse a step that cannot fit before the
+  // task is made (docs/design.md #10); a text's is known once it is read.
+  if (config.data.text.empty()) check_training_memory(config);
   std::unique_ptr<Dataset> data = make_dataset(config);
   config = finalize(config, *data);
+  check_training_memory(config, data->vocab_size());
+  warn_threads(config.optim.threads);
 
   const bool tty = isatty(fileno(stdout)) != 0 && !flags.quiet;
   const ModelConfig& m = config.model;
@@ -155,7 +171,8 @@ Run add_train_command(CLI::App& app) {
   CLI::Option_group* opt = groups.training;
 
   CLI::Option* config = cmd->add_option("--config", f->config_file,
-                                        "Read settings from a JSON file like the config.json a run writes");
+                                        "Read settings from a JSON file like the config.json a run writes (at most 1 MiB; a key given twice is an "
+                                        "error)");
   CLI::Option* out = cmd->add_option("--out", f->out,
                                      "Write config.json, metrics.csv, checkpoints/ and model.safetensors into this "
                                      "directory");

@@ -1,4 +1,5 @@
 #include "train/trainer.hpp"
+#include "train/resources.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -242,6 +243,8 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const std::st
 }
 
 TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOptions& options) {
+  // Before the model, the optimizer or the run directory take anything (docs/design.md #14).
+  check_training_memory(config, data.vocab_size());
   set_threads(config.optim.threads);
   return Loop(config, data, options).run();
 }
