@@ -114,7 +114,9 @@ MemoryEstimate estimate_training_memory(const TrainConfig& c, std::size_t text_v
     e.optimizer_state = 2 * kFloat * p;
     e.optimizer_name = "Adam state";
   }
-  e.activations = 2 * kFloat * (s.L * layer_activations(s, B, T) + outer_activations(s, B, T));
+  // The values once, not their gradients as well: counting both gave twice the
+  // measured peak RSS, the values alone matched it (docs/cli/train.md, Limits).
+  e.activations = kFloat * (s.L * layer_activations(s, B, T) + outer_activations(s, B, T));
   // A batch of (B, T+1) ids and its mask, for train and validation; a toy task draws
   // distinct tokens from a pool of its whole vocabulary.
   e.data = 2 * B * (T + 1) * (kIndex + 1) + (c.data.text.empty() ? kIndex * s.V : 0);

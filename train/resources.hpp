@@ -35,8 +35,7 @@ struct MemoryEstimate {
 // data.vocab for a toy task; max_len 0 means seq_len). `text_vocab` is the vocabulary
 // of a --text file, when known.
 //
-// Activations, floats: the tape keeps every layer's intermediate values and, during
-// backward, a gradient of the same shape for each, so twice
+// Activations, floats: the tape keeps every layer's intermediate values,
 //   L [B T (7 C + H d_k + 2 G d_k + G d_v + 2 H d_v + 3 d_ff) + 3 B H T T]
 //   + B T (3 C) + 3 B T V
 // (per layer: the two norms, q/k/v, the heads and their merge, out_proj, residuals,
