@@ -189,6 +189,8 @@ SweepAxis parse_sweep_flag(const std::string& text) {
       const nlohmann::json parsed = nlohmann::json::parse(item);
       if (parsed.is_number() || parsed.is_boolean() || parsed.is_null()) value = parsed;
     } catch (const nlohmann::json::parse_error&) {
+    } catch (const nlohmann::json::out_of_range&) {  // 1e400: a number, but no double holds it
+      bad(fmt::format("'{}': {} is a number out of range", text, item));
     }
     // The value must be one that config.json accepts for this key.
     TrainConfig probe = TrainConfig{};

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -182,7 +183,12 @@ TEST_CASE("train refuses a config that does not fit in memory, with one line and
                   r.output);
     CHECK(count_lines(r.output) == 1);
     CHECK(!fs::exists(dir / "r"));
-  }
+  }  // CLI11 would read 1e9 for a whole-number flag; the validator takes digits only.
+  const CliResult e = run_headroom("train --max-len 1e9");
+  CHECK(e.status == 2);
+  CHECK_MESSAGE(e.output.find("--max-len: must be a whole number >= 1 (leave the flag out for its default), got 1e9") !=
+                    std::string::npos,
+                e.output);
 }
 
 TEST_CASE("--threads is capped at 256, from the flag and from a config file") {
@@ -244,6 +250,25 @@ TEST_CASE("ablate refuses a grid whose largest run does not fit, before sweep.js
                     std::string::npos,
                 r.output);
   CHECK(!fs::exists(out));
+}
+
+TEST_CASE("ablate --sweep lr=1e400 is a usage error naming the value, not an abort") {
+  const TempDir dir("limits_sweep_range");
+  const CliResult r = run_headroom("ablate --sweep lr=1e400 --steps 1 --warmup 0 --out " + (dir / "s").string());
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.output.find("'lr=1e400': 1e400 is a number out of range") != std::string::npos, r.output);
+  CHECK(count_lines(r.output) == 1);
+}
+
+TEST_CASE("more --threads than cores runs, with a warning") {
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores == 0 || cores >= 256) return;  // nothing to warn about on this machine
+  const int threads = static_cast<int>(cores) + 1;
+  const CliResult r = run_headroom("train " + kTiny + " --threads " + std::to_string(threads));
+  CHECK_MESSAGE(r.status == 0, r.output);
+  CHECK_MESSAGE(r.output.find(fmt::format("warning: --threads {} is more than this machine's {} cores", threads,
+                                          cores)) != std::string::npos,
+                r.output);
 }
 
 // ---- hostile files ---------------------------------------------------------------------
@@ -326,6 +351,24 @@ TEST_CASE("--text at a directory, /dev/zero, a NUL byte and bad UTF-8: named wit
     const CliResult r = run_headroom("train --steps 1 --warmup 0 --text " + file);
     CHECK_MESSAGE(r.status == 2, file);
     CHECK_MESSAGE(r.output == "headroom: error: CharDataset: '" + file + "': " + message + "\n", r.output);
+  }
+}
+
+TEST_CASE("eval --text at a directory or /dev/zero is named, not read") {
+  const TempDir dir("limits_eval_text");
+  const std::string run = (dir / "r").string();
+  REQUIRE(run_headroom("train --text " + dir.write("t.txt", std::string(200, 'a') + "bcd\n").string() +
+                       " --seq-len 8 --d-model 8 --heads 2 --layers 1 --steps 2 --warmup 0 --batch 4 --eval-every 2 "
+                       "--eval-batches 1 -q --out " + run)
+              .status == 0);
+  std::vector<std::pair<std::string, std::string>> cases{{dir.path().string(), "is a directory, not a regular file"}};
+  if (prerequisite(fs::exists("/dev/zero"), "/dev/zero is not there")) {
+    cases.emplace_back("/dev/zero", "is a character device, not a regular file");
+  }
+  for (const auto& [file, message] : cases) {
+    const CliResult r = run_headroom("eval --model " + run + " --text " + file);
+    CHECK(r.status == 2);
+    CHECK_MESSAGE(r.output == "headroom: error: --text '" + file + "': " + message + "\n", r.output);
   }
 }
 
