@@ -98,6 +98,9 @@ int run_ablate(const AblateFlags& f) {
   }
   spec.seeds = parse_seeds(f.seeds);
   const Shard shard = f.shard.empty() ? Shard{} : parse_shard(f.shard);
+  if (f.jobs > static_cast<std::size_t>(kMaxThreads)) {  // a thread per job, capped as --threads is
+    throw std::invalid_argument(fmt::format("--jobs {}: must be from 1 to {}", f.jobs, kMaxThreads));
+  }
   check_grid_size(spec, f.max_runs);  // before the grid is planned
 
   const SweepPlan plan = plan_sweep(spec);
@@ -179,7 +182,7 @@ Run add_ablate_command(CLI::App& app) {
       grid->add_option("--seeds", f->seeds, "Seeds per point: a count N (seeds 0..N-1) or a list 0,5,9 (default 3)")
           ->check(parsed_by([](const std::string& t) { parse_seeds(t); }, "N|LIST"));
   CLI::Option* jobs = grid->add_option("--jobs", f->jobs,
-                                       "Runs trained side by side, one thread each (default: the CPU count)")
+                                       "Runs trained side by side, one thread each, at most 256 (default: the CPU count)")
                           ->check(kCount);
   CLI::Option* shard =
       grid->add_option("--shard", f->shard, "Run only the K-th of N slices of the grid (run index mod N), e.g. 2/3")

@@ -235,6 +235,10 @@ TEST_CASE("ablate refuses a grid above --max-runs before anything is written") {
   CHECK(limited.status == 2);
   CHECK_MESSAGE(limited.output.find("3 seeds = 3 runs, more than --max-runs 2") != std::string::npos, limited.output);
   CHECK(!fs::exists(out));
+  const CliResult jobs = run_headroom("ablate --seeds 1 --jobs 1000000 --steps 1 --warmup 0 --out " + out);
+  CHECK(jobs.status == 2);
+  CHECK(jobs.output == "headroom: error: --jobs 1000000: must be from 1 to 256\n");
+  CHECK(!fs::exists(out));
   // Raised, it runs.
   const CliResult raised = run_headroom("ablate " + kTiny + " --seeds 2 --max-runs 2 --jobs 1 --out " + out);
   CHECK_MESSAGE(raised.status == 0, raised.output);
