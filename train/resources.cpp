@@ -55,7 +55,7 @@ double parameters(const Sizes& s) {
 double layer_activations(const Sizes& s, double B, double T) {
   const double BT = B * T;
   return BT * (7 * s.C + s.H * s.dk + 2 * s.G * s.dk + s.G * s.dv + 2 * s.H * s.dv + 3 * s.dff) +
-         3 * B * s.H * T * T;
+         B * s.H * T * T;  // the fused attention op keeps only the weights
 }
 double outer_activations(const Sizes& s, double B, double T) { return B * T * (3 * s.C + 3 * s.V); }
 
@@ -115,7 +115,7 @@ MemoryEstimate estimate_training_memory(const TrainConfig& c, std::size_t text_v
     e.optimizer_name = "Adam state";
   }
   // The values once, not their gradients as well: counting both gave twice the
-  // measured peak RSS, the values alone matched it (docs/cli/train.md, Limits).
+  // measured peak RSS, the values alone match it (the table in docs/cli/train.md, Limits).
   e.activations = kFloat * (s.L * layer_activations(s, B, T) + outer_activations(s, B, T));
   // A batch of (B, T+1) ids and its mask, for train and validation; a toy task draws
   // distinct tokens from a pool of its whole vocabulary.

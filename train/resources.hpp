@@ -36,10 +36,10 @@ struct MemoryEstimate {
 // of a --text file, when known.
 //
 // Activations, floats: the tape keeps every layer's intermediate values,
-//   L [B T (7 C + H d_k + 2 G d_k + G d_v + 2 H d_v + 3 d_ff) + 3 B H T T]
+//   L [B T (7 C + H d_k + 2 G d_k + G d_v + 2 H d_v + 3 d_ff) + B H T T]
 //   + B T (3 C) + 3 B T V
 // (per layer: the two norms, q/k/v, the heads and their merge, out_proj, residuals,
-// fc1, its activation and fc2; the scores, the softmax and its dropout; then the
+// fc1, its activation and fc2; the attention weights, which the fused op keeps; then the
 // embeddings, ln_f, the logits and the cross-entropy's softmax).
 MemoryEstimate estimate_training_memory(const TrainConfig& config, std::size_t text_vocab = 0);
 // A forward pass without a tape over `batch` rows of seq_len tokens of a model with
