@@ -170,9 +170,9 @@ Run add_train_command(CLI::App& app) {
   CLI::Option_group* data = groups.data;
   CLI::Option_group* opt = groups.training;
 
-  CLI::Option* config = cmd->add_option("--config", f->config_file,
-                                        "Read settings from a JSON file like the config.json a run writes (at most 1 MiB; a key given twice is an "
-                                        "error)");
+  CLI::Option* config = cmd->add_option(
+      "--config", f->config_file,
+      "Read settings from a JSON file like the config.json a run writes (at most 1 MiB; a key given twice is an error)");
   CLI::Option* out = cmd->add_option("--out", f->out,
                                      "Write config.json, metrics.csv, checkpoints/ and model.safetensors into this "
                                      "directory");

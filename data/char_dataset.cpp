@@ -32,7 +32,9 @@ std::u32string read_utf8_file(const std::filesystem::path& file, const std::stri
   while (in) {
     in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     decoder.feed(std::string_view(chunk.data(), static_cast<std::size_t>(in.gcount())), text);
-    if (decoder.offset() > max_bytes) throw DataError(fmt::format("{}: grew past the limit of {} bytes while read", what, max_bytes));
+    if (decoder.offset() > max_bytes) {  // it grew while we read it
+      throw DataError(fmt::format("{}: grew past the limit of {} bytes while being read", what, max_bytes));
+    }
   }
   if (in.bad()) throw DataError(what + ": read failed");
   decoder.finish();
