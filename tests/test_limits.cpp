@@ -431,4 +431,19 @@ TEST_CASE("the JSON the tool reads back is strict too: a run's config.json and s
   dir.write("s/sweep.json", R"({"columns": [], "columns": []})");
   CHECK_THROWS_WITH_AS(hr::read_sweep_plan(sweep), doctest::Contains("sweep.json: duplicate key 'columns'"),
                        std::invalid_argument);
+
+  // A finished run's result.json, read back for the report.
+  const std::string out = (dir / "a").string();
+  const std::string ablate = "ablate " + kTiny + " --seeds 1 --jobs 1 --out " + out;
+  REQUIRE(run_headroom(ablate).status == 0);
+  const fs::path result = fs::path(out) / "runs" / "h2-dk4-s0" / "result.json";
+  REQUIRE(fs::exists(result));
+  std::string body = read_file(result);
+  body.insert(body.find('{') + 1, "\"steps\": 1,");
+  dir.write("a/runs/h2-dk4-s0/result.json", body);
+  const CliResult again = run_headroom(ablate);
+  CHECK(again.status == 2);
+  CHECK_MESSAGE(again.output.find("headroom: error: " + result.string() + ": duplicate key 'steps'") !=
+                    std::string::npos,
+                again.output);
 }
