@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -13,6 +11,7 @@
 #include "train/metrics.hpp"
 #include "nn/transformer.hpp"
 #include "nn/safetensors.hpp"
+#include "nn/strict_json.hpp"
 
 namespace headroom {
 namespace {
@@ -20,14 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
-
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) bad(fmt::format("cannot read {}", file.string()));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 double number_or_nan(const nlohmann::json& v) { return v.is_number() ? v.get<double>() : NAN; }
 
@@ -376,12 +367,7 @@ std::vector<RunResult> collect_results(const SweepPlan& plan, const fs::path& di
     const fs::path file = run_dir / "result.json";
     std::error_code ec;
     if (!fs::exists(file, ec)) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(read_text(file));
-    } catch (const nlohmann::json::parse_error& e) {
-      bad(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
-    }
+    const nlohmann::json j = read_strict_json_file(file);  // nn/strict_json.hpp
     RunResult r;
     r.run = &run;
     try {

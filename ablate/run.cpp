@@ -108,6 +108,7 @@ void train_run(const Pending& p, const fs::path& run_dir, const AblateOptions& o
 
 SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
   check_sweep_dir(options.out_dir, plan);
+  check_sweep_memory(plan, options.jobs);
   // What killed processes left: only theirs, since other shards may be running here
   // (each run's own directory is cleaned again by train() under the run's lock).
   remove_stale_temporaries(options.out_dir, false);

@@ -14,9 +14,11 @@
 
 #include <fmt/format.h>
 
+#include "train/resources.hpp"
 #include "train/trainer.hpp"
 #include "nn/config_json.hpp"
 #include "nn/safetensors.hpp"
+#include "nn/strict_json.hpp"
 
 namespace headroom {
 namespace {
@@ -79,17 +81,8 @@ std::string data_key(const DataConfig& d) {
   return nlohmann::json{{"task", d.task}, {"text", d.text}, {"seq_len", d.seq_len}, {"vocab", d.vocab}}.dump();
 }
 
-nlohmann::json read_json_file(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) bad(fmt::format("cannot read {}", file.string()));
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    bad(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
-  }
-}
+// sweep.json: a regular file, strict JSON (nn/strict_json.hpp).
+nlohmann::json read_json_file(const fs::path& file) { return read_strict_json_file(file, kMaxSweepBytes); }
 
 // The first place where two JSON values differ, as "path: A there, B here".
 std::string first_difference(const nlohmann::json& there, const nlohmann::json& here, const std::string& path) {
@@ -196,6 +189,8 @@ SweepAxis parse_sweep_flag(const std::string& text) {
       const nlohmann::json parsed = nlohmann::json::parse(item);
       if (parsed.is_number() || parsed.is_boolean() || parsed.is_null()) value = parsed;
     } catch (const nlohmann::json::parse_error&) {
+    } catch (const nlohmann::json::out_of_range&) {  // 1e400: a number, but no double holds it
+      bad(fmt::format("'{}': {} is a number out of range", text, item));
     }
     // The value must be one that config.json accepts for this key.
     TrainConfig probe = TrainConfig{};
@@ -243,6 +238,37 @@ Shard parse_shard(const std::string& text) {
 
 // ---- the grid ---------------------------------------------------------------------
 
+void check_grid_size(const SweepSpec& spec, std::size_t max_runs) {
+  double runs = static_cast<double>(spec.seeds.size());  // a double: a product of long lists overflows nothing
+  std::string factors;
+  for (const SweepAxis& a : spec.axes) {
+    runs *= static_cast<double>(a.values.size());
+    factors += fmt::format("{} {}{} x ", a.values.size(), a.flag == "--sweep" ? "--sweep " : "",
+                           a.flag == "--sweep" ? a.key : a.flag);
+  }
+  if (runs <= static_cast<double>(max_runs)) return;
+  bad(fmt::format("the grid is {}{} seed{} = {:.0f} runs, more than --max-runs {}; raise --max-runs to run it all",
+                  factors, spec.seeds.size(), spec.seeds.size() == 1 ? "" : "s", runs, max_runs));
+}
+
+void check_sweep_memory(const SweepPlan& plan, std::size_t jobs) {
+  const PlannedRun* largest = nullptr;
+  double most = -1;
+  for (const PlannedRun& run : plan.runs) {
+    const double bytes = estimate_training_memory(run.config).total();
+    if (bytes > most) {
+      most = bytes;
+      largest = &run;
+    }
+  }
+  if (largest == nullptr) return;
+  try {
+    check_training_memory(largest->config, 0, std::min(jobs, plan.runs.size()));
+  } catch (const std::invalid_argument& e) {
+    bad(fmt::format("run {}: {}", largest->id, e.what()));
+  }
+}
+
 SweepPlan plan_sweep(const SweepSpec& spec) {
   SweepPlan plan;
   plan.columns = {"n_heads", "d_k", "n_kv_heads"};
@@ -261,7 +287,7 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
   }
   if (spec.seeds.empty()) bad("a sweep needs at least one seed");
   // A text run has no task and takes its vocabulary from the text: sweeping either
-  // over a text base would train the same run under several names (docs/design.md #10).
+  // over a text base would train the same run under several names (docs/design.md #11).
   const bool text_axis = std::any_of(spec.axes.begin(), spec.axes.end(),
                                      [](const SweepAxis& a) { return a.section == "data" && a.key == "text"; });
   for (const SweepAxis& a : spec.axes) {

@@ -85,6 +85,16 @@ struct SweepPlan {
   std::vector<SkippedPoint> skipped;   // invalid or duplicate points
 };
 
+// A grid larger than this is refused unless --max-runs raises the limit
+// (docs/cli/ablate.md): a typo in a list should not start a million runs.
+inline constexpr std::size_t kDefaultMaxRuns = 1000;
+
+// Refuses (std::invalid_argument, one line) a grid of more than max_runs runs, naming
+// its size: "the grid is 1000 --heads x 1000 --dk x 1 seed = 1000000 runs, more than
+// --max-runs 1000 ...". Counts without planning, so it comes before anything is
+// planned or written.
+void check_grid_size(const SweepSpec& spec, std::size_t max_runs);
+
 // The cartesian product of the axes and the seeds. Each point is validated as
 // `headroom train` would (config.validate, make_dataset, finalize); an invalid point,
 // or one that resolves to the same model as an earlier one (--dk 8,auto), is
@@ -101,6 +111,11 @@ SweepPlan read_sweep_plan(const std::filesystem::path& dir);
 // non-empty directory without sweep.json, or whose sweep.json differs from `plan`'s:
 // the message names the first difference. Creates and writes nothing.
 void check_sweep_dir(const std::filesystem::path& dir, const SweepPlan& plan);
+
+// Refuses (std::invalid_argument, one line) a sweep whose largest run, times the runs
+// trained side by side (min(jobs, runs)), needs more memory than the machine has
+// (train/resources.hpp), naming the run and the flag that dominates.
+void check_sweep_memory(const SweepPlan& plan, std::size_t jobs);
 
 // Creates DIR/runs and writes DIR/sweep.json unless it is there (check_sweep_dir first).
 void write_sweep_json(const std::filesystem::path& dir, const SweepPlan& plan);

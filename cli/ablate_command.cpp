@@ -30,6 +30,7 @@ struct AblateFlags : TrainFlags {
   std::vector<std::string> merge;
   std::string out;
   double target_acc = 0.99;
+  std::size_t max_runs = kDefaultMaxRuns;
   bool quiet = false;
 };
 
@@ -97,6 +98,10 @@ int run_ablate(const AblateFlags& f) {
   }
   spec.seeds = parse_seeds(f.seeds);
   const Shard shard = f.shard.empty() ? Shard{} : parse_shard(f.shard);
+  if (f.jobs > static_cast<std::size_t>(kMaxThreads)) {  // a thread per job, capped as --threads is
+    throw std::invalid_argument(fmt::format("--jobs {}: must be from 1 to {}", f.jobs, kMaxThreads));
+  }
+  check_grid_size(spec, f.max_runs);  // before the grid is planned
 
   const SweepPlan plan = plan_sweep(spec);
   {
@@ -106,6 +111,7 @@ int run_ablate(const AblateFlags& f) {
   }
   const fs::path dir = f.out;
   check_sweep_dir(dir, plan);  // before anything is written
+  check_sweep_memory(plan, f.jobs);
 
   if (!f.quiet) {
     const std::size_t points = plan.runs.size() / plan.seeds.size();
@@ -181,11 +187,15 @@ Run add_ablate_command(CLI::App& app) {
       grid->add_option("--seeds", f->seeds, "Seeds per point: a count N (seeds 0..N-1) or a list 0,5,9 (default 3)")
           ->check(parsed_by([](const std::string& t) { parse_seeds(t); }, "N|LIST"));
   CLI::Option* jobs = grid->add_option("--jobs", f->jobs,
-                                       "Runs trained side by side, one thread each (default: the CPU count)")
+                                       "Runs trained side by side, one thread each, at most 256 (default: the CPU count)")
                           ->check(kCount);
   CLI::Option* shard =
       grid->add_option("--shard", f->shard, "Run only the K-th of N slices of the grid (run index mod N), e.g. 2/3")
           ->check(parsed_by([](const std::string& t) { parse_shard(t); }, "K/N"));
+  CLI::Option* max_runs =
+      grid->add_option("--max-runs", f->max_runs,
+                       fmt::format("Refuse a grid of more runs than this, seeds included (default {})", kDefaultMaxRuns))
+          ->check(kCount);
   cmd->add_option("--target-acc", f->target_acc,
                   "Report the steps each run took to reach this validation accuracy (default 0.99)")
       ->check(CLI::Range(0.0, 1.0));
@@ -200,7 +210,7 @@ Run add_ablate_command(CLI::App& app) {
 
   // A merge takes its sweep from the shards' sweep.json.
   merge->excludes(config)->excludes(heads)->excludes(dk)->excludes(kv)->excludes(sweep)->excludes(seeds);
-  merge->excludes(jobs)->excludes(shard);
+  merge->excludes(jobs)->excludes(shard)->excludes(max_runs);
   for (CLI::Option_group* g : {groups.model, groups.data, groups.training}) {
     for (CLI::Option* o : g->get_options()) merge->excludes(o);
   }

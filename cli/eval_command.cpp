@@ -3,7 +3,6 @@
 // back), or perplexity on any text file read with the model's own vocabulary.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -12,8 +11,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "autograd/input_file.hpp"
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
+#include "train/resources.hpp"
 #include "train/run_dir.hpp"
 #include "train/evaluate.hpp"
 #include "cli/validators.hpp"
@@ -42,15 +43,9 @@ struct EvalReport {
   bool text_model = false;
 };
 
+// A regular file of at most kMaxTextBytes (data/char_dataset.hpp), as train's --text.
 std::string read_text_file(const fs::path& file, const std::string& what) {
-  std::error_code ec;
-  if (!fs::exists(file, ec)) throw std::invalid_argument(what + ": no such file");
-  if (fs::is_directory(file, ec)) throw std::invalid_argument(what + ": is a directory");
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (!in) throw std::invalid_argument(what + ": cannot be read");
-  return std::move(bytes).str();
+  return read_input_file(file, what, kMaxTextBytes);
 }
 
 EvalReport eval_text_file(const EvalFlags& flags, TransformerLM<float>& model, const DataDescription& data,
@@ -154,6 +149,7 @@ int run_eval(const EvalFlags& flags) {
   const std::size_t batches = v.batches, batch = v.batch;
   const std::uint64_t seed = v.seed;
   set_threads(v.threads);
+  check_eval_memory(run.model().config(), batch, data.seq_len, batches, false);  // before a batch is drawn
   if (!flags.text.empty() && !data.is_text()) {
     throw std::invalid_argument(fmt::format("--text needs a character-level model; {} is a toy-task model ({})",
                                             source, data.task));

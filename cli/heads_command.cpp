@@ -13,6 +13,7 @@
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
 #include "interp/head_analysis.hpp"
+#include "train/resources.hpp"
 #include "train/run_dir.hpp"
 #include "plot/svg.hpp"
 #include "cli/validators.hpp"
@@ -110,6 +111,7 @@ int run_heads(const HeadsFlags& flags) {
   const std::size_t batches = v.batches, batch = v.batch;
   const std::uint64_t seed = v.seed;
   set_threads(v.threads);
+  check_eval_memory(run.model().config(), batch, data.seq_len, batches, true);  // the batches are drawn up front
 
   const std::unique_ptr<Dataset> dataset =
       own_dataset(data, source, "run headroom heads from the directory the model was trained in");

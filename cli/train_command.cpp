@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <vector>
+#include <thread>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "cli/train_flags.hpp"
 #include "train/out_dir.hpp"
 #include "train/resume.hpp"
+#include "train/resources.hpp"
 #include "train/trainer.hpp"
 #include "cli/validators.hpp"
 #include "data/task.hpp"
@@ -65,6 +67,15 @@ std::string out_dir_of(const TrainCommandFlags& flags, const TrainConfig& config
   return dir;
 }
 
+// More threads than cores is allowed (a config made on a bigger machine still runs)
+// but slow: say so.
+void warn_threads(int threads) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores > 0 && static_cast<unsigned>(threads) > cores) {
+    fmt::print(stderr, "headroom train: warning: --threads {} is more than this machine's {} cores\n", threads, cores);
+  }
+}
+
 std::string rate(double tokens_per_s) {
   return tokens_per_s >= 1e6 ? fmt::format("{:.1f}M", tokens_per_s / 1e6) : fmt::format("{:.1f}k", tokens_per_s / 1e3);
 }
@@ -81,8 +92,13 @@ int run_train(const TrainCommandFlags& flags) {
   if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim.steps);
   check_flags_read(flags, {config});
   config.validate();
+  // A toy task's vocabulary is the config's: refuse a step that cannot fit before the
+  // task is made (docs/design.md #12); a text's is known once it is read.
+  if (config.data.text.empty()) check_training_memory(config);
   std::unique_ptr<Dataset> data = make_dataset(config);
   config = finalize(config, *data);
+  check_training_memory(config, data->vocab_size());
+  warn_threads(config.optim.threads);
   const std::string out_dir = out_dir_of(flags, config);
 
   const bool tty = isatty(fileno(stdout)) != 0 && !flags.quiet;
@@ -202,8 +218,9 @@ Run add_train_command(CLI::App& app) {
   CLI::Option_group* data = groups.data;
   CLI::Option_group* opt = groups.training;
 
-  CLI::Option* config = cmd->add_option("--config", f->config_file,
-                                        "Read settings from a JSON file like the config.json a run writes");
+  CLI::Option* config = cmd->add_option(
+      "--config", f->config_file,
+      "Read settings from a JSON file like the config.json a run writes (at most 1 MiB; a key given twice is an error)");
   CLI::Option* out = cmd->add_option("--out", f->out,
                                      "Write config.json, metrics.csv, checkpoints/ and model.safetensors into this "
                                      "directory, which must be missing, empty or (with --overwrite) a run (default: "

@@ -1,9 +1,7 @@
 #include "cli/train_flags.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -14,6 +12,7 @@
 #include "cli/validators.hpp"
 #include "nn/config_fields.hpp"
 #include "nn/config_json.hpp"
+#include "nn/strict_json.hpp"
 #include "train/config_fields.hpp"
 
 namespace headroom::cli {
@@ -162,18 +161,8 @@ bool check_data_source(const TrainFlags& f, const nlohmann::json& object, const 
 }  // namespace
 
 TrainConfig build_config(const TrainFlags& f, const std::string& config_file) {
-  nlohmann::json object;
-  if (!config_file.empty()) {
-    std::ifstream in(config_file);
-    if (!in) throw std::invalid_argument(fmt::format("cannot read config file {}", config_file));
-    std::stringstream text;
-    text << in.rdbuf();
-    try {
-      object = nlohmann::json::parse(text.str());
-    } catch (const nlohmann::json::parse_error& e) {
-      throw std::invalid_argument(fmt::format("{}: not valid JSON: {}", config_file, e.what()));
-    }
-  }
+  // A regular file of at most 1 MiB, strict JSON (nn/strict_json.hpp).
+  const nlohmann::json object = config_file.empty() ? nlohmann::json() : read_strict_json_file(config_file);
   // Precedence, lowest first: the task's defaults, the config file, the flags.
   const bool text_run = check_data_source(f, object, config_file);
   const DataConfig defaults;

@@ -46,7 +46,7 @@ TrainConfig build_config(const TrainFlags& flags, const std::string& config_file
 // Throws std::invalid_argument, naming the flag, for a training flag that none of
 // `runs` reads (--momentum without sgd, --min-lr without the cosine schedule,
 // --warmup with the constant one), where it would be silently ignored
-// (docs/design.md #10). A value of 0, which turns the setting off, passes. `train` passes its one config; `ablate` every run of its grid.
+// (docs/design.md #11). A value of 0, which turns the setting off, passes. `train` passes its one config; `ablate` every run of its grid.
 void check_flags_read(const TrainFlags& flags, const std::vector<TrainConfig>& runs);
 
 }  // namespace headroom::cli

@@ -3,26 +3,42 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include <fmt/format.h>
 
+#include "autograd/input_file.hpp"
 #include "data/utf8.hpp"
 
 namespace headroom {
 namespace {
 
-std::string read_file(const std::filesystem::path& file, const std::string& what) {
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) throw DataError(what + ": no such file");
-  if (std::filesystem::is_directory(file, ec)) throw DataError(what + ": is a directory");
+// The file's code points, read a chunk at a time after the type and size checks, so
+// that a bad byte early in a large file stops the read there.
+std::u32string read_utf8_file(const std::filesystem::path& file, const std::string& what,
+                              std::uintmax_t max_bytes) {
+  std::uintmax_t size = 0;
+  try {
+    size = check_input_file(file, what, max_bytes);
+  } catch (const std::invalid_argument& e) {
+    throw DataError(e.what());
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) throw DataError(what + ": cannot be opened for reading");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
+  std::u32string text;
+  text.reserve(static_cast<std::size_t>(size));
+  Utf8Decoder decoder(what, /*reject_nul=*/true);
+  std::string chunk(1 << 20, '\0');
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    decoder.feed(std::string_view(chunk.data(), static_cast<std::size_t>(in.gcount())), text);
+    if (decoder.offset() > max_bytes) {  // it grew while we read it
+      throw DataError(fmt::format("{}: grew past the limit of {} bytes while being read", what, max_bytes));
+    }
+  }
   if (in.bad()) throw DataError(what + ": read failed");
-  return std::move(bytes).str();
+  decoder.finish();
+  return text;
 }
 
 // The file's code points, after the option checks, in the order the constructor
@@ -34,7 +50,7 @@ std::u32string read_text(const std::filesystem::path& file, const CharDatasetOpt
                                 options.train_fraction));
   }
   if (options.seq_len == 0) throw DataError("CharDataset: seq_len must be positive, got 0");
-  std::u32string text = decode_utf8(read_file(file, what), what);
+  std::u32string text = read_utf8_file(file, what, options.max_bytes);
   if (text.empty()) throw DataError(what + ": the file is empty");
   return text;
 }

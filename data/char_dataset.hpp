@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -17,16 +18,23 @@
 
 namespace headroom {
 
+// The largest text file a CharDataset reads (docs/cli/train.md): held as bytes, code
+// points and ids, it takes about 13 times its size in memory.
+inline constexpr std::uintmax_t kMaxTextBytes = 256 * 1024 * 1024;
+
 struct CharDatasetOptions {
   std::size_t seq_len = 64;     // T: model inputs per row; windows are T+1 characters
   double train_fraction = 0.9;  // in (0, 1): the first part of the text is train
+  std::uintmax_t max_bytes = kMaxTextBytes;  // a larger file is refused before it is read
 };
 
 class CharDataset : public Dataset {
  public:
-  // Reads and encodes the whole file. Throws DataError naming the file for a file
-  // that cannot be read, an empty file, invalid UTF-8 (with the byte offset), a
-  // train_fraction outside (0, 1), and a split shorter than T+1 characters.
+  // Reads and encodes the whole file. Throws DataError naming the file for a path that
+  // is not a regular file (a directory, a device: named), a file larger than
+  // max_bytes, one that cannot be read, an empty file, invalid UTF-8 or a NUL byte
+  // (with the byte offset and line; the read stops there), a train_fraction outside
+  // (0, 1), and a split shorter than T+1 characters.
   CharDataset(const std::filesystem::path& file, CharDatasetOptions options = {});
 
   std::string name() const override { return file_; }

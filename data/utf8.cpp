@@ -1,5 +1,8 @@
 #include "data/utf8.hpp"
 
+#include <algorithm>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "data/dataset.hpp"
@@ -13,11 +16,18 @@ namespace {
                               offset, byte, reason));
 }
 
-}  // namespace
+// A bad sequence: where it starts, its first byte and why.
+struct Bad {
+  std::size_t at = 0;
+  unsigned char byte = 0;
+  const char* reason = "";
+};
 
-std::u32string decode_utf8(std::string_view bytes, std::string_view what) {
-  std::u32string out;
-  out.reserve(bytes.size());
+// Appends the code points of bytes to out up to the first bad sequence (returned in
+// bad) or, when !final, up to a sequence the end of bytes cuts short. Returns the
+// bytes consumed.
+std::size_t decode_some(std::string_view bytes, bool final, bool reject_nul, std::u32string& out,
+                        std::optional<Bad>& bad) {
   std::size_t i = 0;
   while (i < bytes.size()) {
     const auto lead = static_cast<unsigned char>(bytes[i]);
@@ -25,12 +35,16 @@ std::u32string decode_utf8(std::string_view bytes, std::string_view what) {
     // length and the smallest code point each length may encode.
     std::size_t length;
     char32_t cp, min_cp;
-    if (lead < 0x80) {
+    if (lead == 0 && reject_nul) {
+      bad = Bad{i, lead, "NUL"};
+      return i;
+    } else if (lead < 0x80) {
       out.push_back(lead);
       ++i;
       continue;
     } else if (lead < 0xC0) {
-      invalid(what, i, lead, "continuation byte without a lead byte");
+      bad = Bad{i, lead, "continuation byte without a lead byte"};
+      return i;
     } else if (lead < 0xE0) {
       length = 2, cp = lead & 0x1Fu, min_cp = 0x80;
     } else if (lead < 0xF0) {
@@ -38,21 +52,70 @@ std::u32string decode_utf8(std::string_view bytes, std::string_view what) {
     } else if (lead < 0xF8) {
       length = 4, cp = lead & 0x07u, min_cp = 0x10000;
     } else {
-      invalid(what, i, lead, "not a UTF-8 lead byte");
+      bad = Bad{i, lead, "not a UTF-8 lead byte"};
+      return i;
     }
     for (std::size_t k = 1; k < length; ++k) {
+      if (i + k >= bytes.size() && !final) return i;  // the next piece has the rest
       if (i + k >= bytes.size() || (static_cast<unsigned char>(bytes[i + k]) & 0xC0u) != 0x80u) {
-        invalid(what, i, lead, "sequence cut short");
+        bad = Bad{i, lead, "sequence cut short"};
+        return i;
       }
       cp = (cp << 6) | (static_cast<unsigned char>(bytes[i + k]) & 0x3Fu);
     }
-    if (cp < min_cp) invalid(what, i, lead, "overlong encoding");
-    if (cp >= 0xD800 && cp <= 0xDFFF) invalid(what, i, lead, "surrogate code point");
-    if (cp > 0x10FFFF) invalid(what, i, lead, "code point above U+10FFFF");
+    const char* reason = cp < min_cp                      ? "overlong encoding"
+                         : (cp >= 0xD800 && cp <= 0xDFFF) ? "surrogate code point"
+                         : cp > 0x10FFFF                  ? "code point above U+10FFFF"
+                                                          : nullptr;
+    if (reason != nullptr) {
+      bad = Bad{i, lead, reason};
+      return i;
+    }
     out.push_back(cp);
     i += length;
   }
+  return i;
+}
+
+}  // namespace
+
+std::u32string decode_utf8(std::string_view bytes, std::string_view what) {
+  std::u32string out;
+  out.reserve(bytes.size());
+  std::optional<Bad> bad;
+  decode_some(bytes, true, false, out, bad);
+  if (bad) invalid(what, bad->at, bad->byte, bad->reason);
   return out;
+}
+
+void Utf8Decoder::feed(std::string_view bytes, std::u32string& out) {
+  std::string piece = std::move(tail_);
+  piece.append(bytes);
+  std::optional<Bad> bad;
+  const std::size_t used = decode_some(piece, false, reject_nul_, out, bad);
+  const auto lines = static_cast<std::size_t>(std::count(piece.begin(), piece.begin() + static_cast<std::ptrdiff_t>(used), '\n'));
+  if (bad) {
+    const std::size_t at = offset_ + bad->at, line = line_ + lines;
+    if (bad->byte == 0 && reject_nul_) {
+      throw DataError(fmt::format("{}: NUL byte at byte offset {}, line {}: a binary file, not text", what_, at, line));
+    }
+    throw DataError(fmt::format("{}: invalid UTF-8 at byte offset {}, line {} (byte 0x{:02X}: {})", what_, at, line,
+                                bad->byte, bad->reason));
+  }
+  offset_ += used;
+  line_ += lines;
+  tail_ = piece.substr(used);
+}
+
+void Utf8Decoder::finish() {
+  if (tail_.empty()) return;
+  std::u32string ignored;
+  std::optional<Bad> bad;
+  decode_some(tail_, true, reject_nul_, ignored, bad);
+  if (bad) {
+    throw DataError(fmt::format("{}: invalid UTF-8 at byte offset {}, line {} (byte 0x{:02X}: {})", what_,
+                                offset_ + bad->at, line_, bad->byte, bad->reason));
+  }
 }
 
 void append_utf8(std::string& out, char32_t cp) {

@@ -1,4 +1,5 @@
 #include "nn/config.hpp"
+#include "nn/strict_json.hpp"
 
 #include <cmath>
 #include <stdexcept>
@@ -195,12 +196,7 @@ void update_from_json(ModelConfig& c, const nlohmann::json& object, const std::s
 std::string model_config_to_json(const ModelConfig& config) { return to_json(config).dump(2); }
 
 ModelConfig model_config_from_json(const std::string& json_text, const std::string& source) {
-  nlohmann::json object;
-  try {
-    object = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw std::invalid_argument(fmt::format("{}: not valid JSON: {}", source, e.what()));
-  }
+  const nlohmann::json object = parse_strict_json(json_text, source);
   ModelConfig c;
   update_from_json(c, object, source);
   try {

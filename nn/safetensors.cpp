@@ -13,6 +13,7 @@
 // with explicit overflow tests, and the byte ranges must tile the data exactly
 // (start at 0, no gap, no overlap, no trailing byte).
 #include "nn/safetensors.hpp"
+#include "nn/strict_json.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -98,49 +99,26 @@ std::uint64_t read_u64_le(const std::byte* p) {
 }
 
 // nlohmann keeps the last of two equal keys without a word; a checkpoint with a
-// tensor named twice is ambiguous, so the parser callback below rejects it. One
-// entry per open object or array (arrays get nullopt).
-struct DuplicateKeyCheck {
-  std::vector<std::optional<std::set<std::string>>> open;
-  std::string tensor;  // the current top-level key, to name it in the message
-  std::string source;
-
-  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start: open.emplace_back(std::set<std::string>{}); break;
-      case json::parse_event_t::array_start: open.emplace_back(std::nullopt); break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        if (!open.empty()) open.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        const std::string& key = parsed.get_ref<const std::string&>();
-        if (open.empty() || !open.back()) break;
-        if (!open.back()->insert(key).second) {
-          if (open.size() == 1) {
-            throw CheckpointError(key == kMetadataKey
-                                      ? fmt::format("{}: __metadata__ appears twice in the header", source)
-                                      : fmt::format("{}: tensor '{}' appears twice in the header", source, key));
-          }
-          throw CheckpointError(fmt::format("{}: {}: duplicate key '{}'", source,
-                                            tensor == kMetadataKey ? "__metadata__" : "tensor '" + tensor + "'",
-                                            key));
-        }
-        if (open.size() == 1) tensor = key;
-        break;
-      }
-      case json::parse_event_t::value: break;
-    }
-    return true;
-  }
-};
-
+// tensor named twice is ambiguous, so the strict reader (nn/strict_json.hpp) rejects
+// it, in the words of the header: a tensor, or a key inside one.
 json parse_header_json(std::string_view text, const std::string& source) {
-  DuplicateKeyCheck check{.open = {}, .tensor = {}, .source = source};
+  const DuplicateKeyMessage describe = [&](const std::vector<std::string>& path) {
+    if (path.size() == 1) {
+      return path[0] == kMetadataKey ? fmt::format("{}: __metadata__ appears twice in the header", source)
+                                     : fmt::format("{}: tensor '{}' appears twice in the header", source, path[0]);
+    }
+    return fmt::format("{}: {}: duplicate key '{}'", source,
+                       path[0] == kMetadataKey ? "__metadata__" : "tensor '" + path[0] + "'", path.back());
+  };
   try {
-    return json::parse(text.begin(), text.end(), std::ref(check));
-  } catch (const json::exception& e) {
-    throw CheckpointError(fmt::format("{}: header is not valid JSON: {}", source, e.what()));
+    return parse_strict_json(text, source, describe);
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    const std::string prefix = source + ": not valid JSON: ";
+    if (what.rfind(prefix, 0) == 0) {
+      throw CheckpointError(fmt::format("{}: header is not valid JSON: {}", source, what.substr(prefix.size())));
+    }
+    throw CheckpointError(what);
   }
 }
 

@@ -400,7 +400,7 @@ TEST_CASE("CharDataset errors name the file and the values") {
   const std::filesystem::path missing = dir.path() / "missing.txt";
   CHECK_THROWS_WITH_AS(CharDataset{missing}, (named(missing) + ": no such file").c_str(),
                        headroom::DataError);
-  CHECK_THROWS_WITH_AS(CharDataset{dir.path()}, (named(dir.path()) + ": is a directory").c_str(),
+  CHECK_THROWS_WITH_AS(CharDataset{dir.path()}, (named(dir.path()) + ": is a directory, not a regular file").c_str(),
                        headroom::DataError);
   const auto empty = dir.write("empty.txt", "");
   CHECK_THROWS_WITH_AS(CharDataset{empty}, (named(empty) + ": the file is empty").c_str(),
@@ -408,12 +408,12 @@ TEST_CASE("CharDataset errors name the file and the values") {
   const auto latin1 = dir.write("latin1.txt", "ab\xFF" "cd");
   CHECK_THROWS_WITH_AS(
       CharDataset{latin1},
-      (named(latin1) + ": invalid UTF-8 at byte offset 2 (byte 0xFF: not a UTF-8 lead byte)").c_str(),
+      (named(latin1) + ": invalid UTF-8 at byte offset 2, line 1 (byte 0xFF: not a UTF-8 lead byte)").c_str(),
       headroom::DataError);
   const auto cut = dir.write("cut.txt", "abc\xE2\x82");
   CHECK_THROWS_WITH_AS(
       CharDataset{cut},
-      (named(cut) + ": invalid UTF-8 at byte offset 3 (byte 0xE2: sequence cut short)").c_str(),
+      (named(cut) + ": invalid UTF-8 at byte offset 3, line 1 (byte 0xE2: sequence cut short)").c_str(),
       headroom::DataError);
 
   const auto text = dir.write("t.txt", kText);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <type_traits>
 
@@ -29,7 +30,11 @@ V read(const nlohmann::json& v, const std::string& section, const std::string& k
       bad(fmt::format("{}: {}", where, e.what()));
     }
   } else if constexpr (std::is_same_v<V, int>) {
-    return static_cast<int>(read<std::size_t>(v, section, key, source));
+    const std::size_t n = read<std::size_t>(v, section, key, source);
+    if (n > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+      bad(fmt::format("{} is too large, got {}", where, v.dump()));
+    }
+    return static_cast<int>(n);
   } else {
     if constexpr (std::is_same_v<V, bool>) {
       if (!v.is_boolean()) bad(fmt::format("{} must be true or false, got {}", where, v.dump()));
@@ -117,7 +122,9 @@ void TrainConfig::validate() const {
   if (!(o.lr > 0) || !std::isfinite(o.lr)) bad(fmt::format("lr must be a positive number, got {}", o.lr));
   if (!(o.clip >= 0) || !std::isfinite(o.clip)) bad(fmt::format("clip must be >= 0 (0 is off), got {}", o.clip));
   if (!(o.weight_decay >= 0)) bad(fmt::format("weight_decay must be >= 0, got {}", o.weight_decay));
-  if (o.threads < 1) bad(fmt::format("threads must be at least 1, got {}", o.threads));
+  if (o.threads < 1 || o.threads > kMaxThreads) {
+    bad(fmt::format("threads must be from 1 to {}, got {}", kMaxThreads, o.threads));
+  }
   if (o.eval_every == 0) bad("eval_every must be positive, got 0");
   if (o.eval_batches == 0) bad("eval_batches must be positive, got 0");
   if (o.keep_checkpoints == 0) bad("keep_checkpoints must be positive, got 0");

@@ -13,6 +13,11 @@
 
 namespace headroom {
 
+// The most threads a config may ask for: a config is part of a run's record, so one
+// made on a bigger machine still runs on a smaller one, but a million threads is a
+// typo (docs/cli/train.md).
+inline constexpr int kMaxThreads = 256;
+
 enum class OptimizerKind { adamw, adam, sgd };
 
 OptimizerKind parse_optimizer(const std::string& name);  // "adamw" | "adam" | "sgd"

@@ -21,7 +21,7 @@ void for_each_data_field(Visit&& visit) {
   visit(field("task", &D::task,
               Flag{.help = "Toy task: " + tasks + " (default {}); overrides a --config file's data.text"}));
   visit(field("text", &D::text,
-              Flag{.help = "Train a character-level model on this UTF-8 text file instead of a task (its vocabulary "
+              Flag{.help = "Train a character-level model on this UTF-8 text file (at most 256 MiB) instead of a task (its vocabulary "
                            "comes from the file, so not with --task or --vocab); overrides a --config file's "
                            "data.task"}));
   visit(field("seq_len", &D::seq_len, Flag{.help = "Tokens the model reads per row (default {})", .check = C::whole_number}));
@@ -57,7 +57,7 @@ void for_each_optim_field(Visit&& visit) {
   visit(field("momentum", &O::momentum, Flag{.help = "SGD momentum (default 0.9); refused with another optimizer", .check = C::non_negative}));
   visit(field("seed", &O::seed, Flag{.help = "Seed for weights, batches and dropout (default 0)", .check = C::whole_number}));
   visit(field("threads", &O::threads,
-              Flag{.help = "threads for the GEMMs and for headroom's own loops (default 1)", .check = C::whole_number}));
+              Flag{.help = "threads for the GEMMs and for headroom's own loops, at most 256 (default 1)", .check = C::whole_number}));
   visit(field("eval_every", &O::eval_every, Flag{.help = "Steps between validations (default {})", .check = C::whole_number}));
   visit(field("eval_batches", &O::eval_batches,
               Flag{.help = "Validation batches per evaluation (default {})", .check = C::whole_number}));

@@ -13,6 +13,7 @@
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"
 #include "data/utf8.hpp"
+#include "nn/strict_json.hpp"
 
 namespace headroom {
 namespace {
@@ -90,9 +91,10 @@ DataDescription parse_data_metadata(const std::string& json, const std::string& 
   const std::string where = fmt::format("{}: metadata '{}'", source, kDataMetadataKey);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::parse_error& e) {
-    bad(fmt::format("{} is not valid JSON: {}", where, e.what()));
+    j = parse_strict_json(json, where);
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what(), prefix = where + ": not valid JSON: ";
+    bad(what.rfind(prefix, 0) == 0 ? fmt::format("{} is not valid JSON: {}", where, what.substr(prefix.size())) : what);
   }
   if (!j.is_object()) bad(fmt::format("{} must be a JSON object, got {}", where, j.dump()));
   for (const auto& [key, value] : j.items()) {
@@ -167,16 +169,8 @@ std::optional<TrainConfig> run_config_of(const fs::path& model_file) {
   if (dir.parent_path().filename() == "checkpoints") candidates.push_back(dir.parent_path().parent_path() / "config.json");
   for (const fs::path& file : candidates) {
     if (!fs::is_regular_file(file, ec)) continue;
-    std::ifstream in(file);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in) bad(fmt::format("cannot read {}", file.string()));
     TrainConfig config;
-    try {
-      update_from_json(config, nlohmann::json::parse(text.str()), file.string());
-    } catch (const nlohmann::json::parse_error& e) {
-      bad(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
-    }
+    update_from_json(config, read_strict_json_file(file), file.string());
     return config;
   }
   return std::nullopt;
@@ -186,6 +180,10 @@ ValidationSettings validation_settings(const fs::path& model_file, std::optional
                                        std::optional<std::size_t> batch, std::optional<std::uint64_t> seed) {
   const std::optional<TrainConfig> run = run_config_of(model_file);
   const OptimConfig defaults = run ? run->optim : OptimConfig{};
+  if (defaults.threads < 1 || defaults.threads > kMaxThreads) {
+    bad(fmt::format("{}: 'train.threads' must be from 1 to {}, got {}", model_file.string(), kMaxThreads,
+                    defaults.threads));
+  }
   return {.batches = batches.value_or(defaults.eval_batches),
           .batch = batch.value_or(defaults.batch),
           .seed = seed.value_or(defaults.seed),

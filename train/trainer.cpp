@@ -1,4 +1,5 @@
 #include "train/trainer.hpp"
+#include "train/resources.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -247,6 +248,8 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const std::st
 }
 
 TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOptions& options) {
+  // Before the model, the optimizer or the run directory take anything (docs/design.md #12).
+  check_training_memory(config, data.vocab_size());
   // Before the model is allocated: the directory is checked, ours, and clean.
   RunDirLock lock;
   if (!options.out_dir.empty()) {

@@ -1,0 +1,90 @@
+#include "nn/strict_json.hpp"
+
+#include <optional>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace headroom {
+namespace {
+
+using json = nlohmann::json;
+
+// One entry per open object or array; an object's keys so far and the current one.
+struct Frame {
+  std::optional<std::set<std::string>> keys;  // nullopt: an array
+  std::string key;
+};
+
+std::string dotted(const std::vector<std::string>& path) {
+  std::string s;
+  for (const std::string& k : path) s += (s.empty() ? "" : ".") + k;
+  return s;
+}
+
+struct StrictCallback {
+  std::vector<Frame>* open;
+  const DuplicateKeyMessage* describe;
+  std::string source;
+
+  std::vector<std::string> path() const {
+    std::vector<std::string> p;
+    for (const Frame& f : *open) {
+      if (f.keys && !f.key.empty()) p.push_back(f.key);
+    }
+    return p;
+  }
+
+  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) const {
+    switch (event) {
+      case json::parse_event_t::object_start: open->push_back(Frame{std::set<std::string>{}, {}}); break;
+      case json::parse_event_t::array_start: open->push_back(Frame{std::nullopt, {}}); break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!open->empty()) open->pop_back();
+        break;
+      case json::parse_event_t::key: {
+        if (open->empty() || !open->back().keys) break;
+        const std::string& key = parsed.get_ref<const std::string&>();
+        open->back().key = key;
+        if (!open->back().keys->insert(key).second) {
+          const std::vector<std::string> p = path();
+          throw std::invalid_argument(*describe ? (*describe)(p)
+                                                : fmt::format("{}: duplicate key '{}'", source, dotted(p)));
+        }
+        break;
+      }
+      case json::parse_event_t::value: break;
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+json parse_strict_json(std::string_view text, const std::string& source, const DuplicateKeyMessage& describe) {
+  std::vector<Frame> open;
+  const StrictCallback check{&open, &describe, source};
+  try {
+    return json::parse(text.begin(), text.end(), check);
+  } catch (const json::out_of_range& e) {
+    // 406: a number that overflows a double; the callback has seen its key.
+    const std::string where = dotted(check.path());
+    const std::string what = e.what();
+    const std::size_t quote = what.find('\'');
+    const std::string number =
+        quote == std::string::npos ? what : what.substr(quote + 1, what.rfind('\'') - quote - 1);
+    throw std::invalid_argument(where.empty()
+                                    ? fmt::format("{}: number out of range: {}", source, number)
+                                    : fmt::format("{}: '{}': number out of range: {}", source, where, number));
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(fmt::format("{}: not valid JSON: {}", source, e.what()));
+  }
+}
+
+json read_strict_json_file(const std::filesystem::path& file, std::uintmax_t max_bytes) {
+  return parse_strict_json(read_input_file(file, file.string(), max_bytes), file.string());
+}
+
+}  // namespace headroom

@@ -1,0 +1,234 @@
+#include "train/resources.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace headroom {
+namespace {
+
+constexpr double kFloat = 4;  // bytes: the models train in float
+constexpr double kIndex = 8;  // bytes: a token id (Index)
+
+// The sizes the estimates use, with ModelConfig::resolved()'s zeros filled in.
+struct Sizes {
+  double V, C, L, H, G, dk, dv, dff, max_len, bias;
+  bool concat, learned, tied;
+};
+
+Sizes sizes_of(const ModelConfig& m, std::size_t seq_len) {
+  auto d = [](std::size_t v) { return static_cast<double>(v); };
+  Sizes s{};
+  s.V = d(m.vocab);
+  s.C = d(m.d_model);
+  s.L = d(m.n_layers);
+  s.H = d(std::max<std::size_t>(m.n_heads, 1));
+  s.G = m.n_kv_heads == 0 ? s.H : d(m.n_kv_heads);
+  s.dk = m.d_k == 0 ? std::floor(s.C / s.H) : d(m.d_k);
+  s.dv = m.d_v == 0 ? s.dk : d(m.d_v);
+  s.dff = m.d_ff == 0 ? 4 * s.C : d(m.d_ff);
+  s.max_len = m.max_len == 0 ? d(seq_len) : d(m.max_len);
+  s.bias = m.bias ? 1 : 0;
+  s.concat = m.head_combine == HeadCombine::concat;
+  s.learned = m.pos == PositionEncoding::learned;
+  s.tied = m.tie_embeddings;
+  return s;
+}
+
+double parameters(const Sizes& s) {
+  const double attention = (s.C + s.bias) * (s.H * s.dk + s.G * s.dk + s.G * s.dv) +
+                           s.C * (s.concat ? s.H * s.dv : s.dv) + s.bias * s.C;
+  const double ffn = 2 * s.C * s.dff + s.bias * (s.dff + s.C);
+  const double block = 4 * s.C + attention + ffn;
+  return s.V * s.C + (s.learned ? s.max_len * s.C : 0) + s.L * block + 2 * s.C + (s.tied ? 0 : s.C * s.V);
+}
+
+// Floats one layer's forward pass keeps, and the embeddings' and the head's.
+double layer_activations(const Sizes& s, double B, double T) {
+  const double BT = B * T;
+  return BT * (7 * s.C + s.H * s.dk + 2 * s.G * s.dk + s.G * s.dv + 2 * s.H * s.dv + 3 * s.dff) +
+         B * s.H * T * T;  // the fused attention op keeps only the weights
+}
+double outer_activations(const Sizes& s, double B, double T) { return B * T * (3 * s.C + 3 * s.V); }
+
+ModelConfig with_vocab(const TrainConfig& c, std::size_t text_vocab) {
+  ModelConfig m = c.model;
+  if (m.vocab == 0) m.vocab = !c.data.text.empty() ? text_vocab : c.data.vocab;
+  return m;
+}
+
+[[noreturn]] void bad_limit(const char* text) {
+  throw std::invalid_argument(fmt::format(
+      "HEADROOM_MEMORY_LIMIT must be a number of bytes, optionally with a K, M, G or T suffix, got '{}'", text));
+}
+
+std::optional<double> parse_memory_limit(const char* text) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || errno != 0 || !(v > 0) || !std::isfinite(v)) bad_limit(text);
+  const std::string suffix(end);
+  double scale = 1;
+  if (suffix == "K" || suffix == "KiB") scale = 1024.0;
+  else if (suffix == "M" || suffix == "MiB") scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GiB") scale = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (!suffix.empty()) bad_limit(text);
+  return v * scale;
+}
+
+std::optional<double> mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+double model_parameter_count(const ModelConfig& config) { return parameters(sizes_of(config, config.max_len)); }
+
+MemoryEstimate estimate_training_memory(const TrainConfig& c, std::size_t text_vocab) {
+  const Sizes s = sizes_of(with_vocab(c, text_vocab), c.data.seq_len);
+  const double B = static_cast<double>(c.optim.batch), T = static_cast<double>(c.data.seq_len);
+  MemoryEstimate e;
+  const double p = parameters(s);
+  e.parameters = kFloat * p;
+  e.gradients = kFloat * p;
+  if (c.optim.optimizer == OptimizerKind::sgd) {
+    e.optimizer_state = c.optim.momentum > 0 ? kFloat * p : 0;
+    e.optimizer_name = c.optim.momentum > 0 ? "SGD momentum" : "";
+  } else {
+    e.optimizer_state = 2 * kFloat * p;
+    e.optimizer_name = "Adam state";
+  }
+  // The values once, not their gradients as well: counting both gave twice the
+  // measured peak RSS, the values alone match it (the table in docs/cli/train.md, Limits).
+  e.activations = kFloat * (s.L * layer_activations(s, B, T) + outer_activations(s, B, T));
+  // A batch of (B, T+1) ids and its mask, for train and validation; a toy task draws
+  // distinct tokens from a pool of its whole vocabulary.
+  e.data = 2 * B * (T + 1) * (kIndex + 1) + (c.data.text.empty() ? kIndex * s.V : 0);
+  return e;
+}
+
+MemoryEstimate estimate_eval_memory(const ModelConfig& model, std::size_t batch, std::size_t seq_len) {
+  const Sizes s = sizes_of(model, seq_len);
+  const double B = static_cast<double>(batch), T = static_cast<double>(seq_len);
+  MemoryEstimate e;
+  e.parameters = kFloat * parameters(s);
+  e.activations = kFloat * (2 * layer_activations(s, B, T) + outer_activations(s, B, T));
+  e.data = B * (T + 1) * (kIndex + 1);
+  return e;
+}
+
+std::optional<AvailableMemory> available_memory() {
+  if (const char* limit = std::getenv("HEADROOM_MEMORY_LIMIT"); limit != nullptr && *limit != '\0') {
+    return AvailableMemory{.bytes = *parse_memory_limit(limit), .source = "HEADROOM_MEMORY_LIMIT"};
+  }
+  if (const auto bytes = mem_available()) return AvailableMemory{.bytes = *bytes, .source = "MemAvailable"};
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) {
+    return AvailableMemory{.bytes = static_cast<double>(pages) * static_cast<double>(page),
+                           .source = "available physical pages"};
+  }
+  return std::nullopt;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return fmt::format("{:.0f} bytes", bytes);
+  double v = bytes / 1024;
+  std::size_t u = 0;
+  while (v >= 1024 && u + 1 < std::size(units)) {
+    v /= 1024;
+    ++u;
+  }
+  return v >= 1e4 ? fmt::format("{:.3g} {}", v, units[u]) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+void check_memory(const MemoryEstimate& e, const std::string& culprit, const std::string& doing) {
+  const std::optional<AvailableMemory> available = available_memory();
+  if (!available || e.total() <= available->bytes) return;
+  std::string parts = fmt::format("parameters {}", format_bytes(e.parameters));
+  if (e.gradients > 0) parts += fmt::format(", gradients {}", format_bytes(e.gradients));
+  if (e.optimizer_state > 0) parts += fmt::format(", {} {}", e.optimizer_name, format_bytes(e.optimizer_state));
+  parts += fmt::format(", activations {}, data {}", format_bytes(e.activations), format_bytes(e.data));
+  throw std::invalid_argument(fmt::format("{}: {} needs about {} ({}) but this machine has {} available ({})", culprit,
+                                          doing, format_bytes(e.total()), parts, format_bytes(available->bytes),
+                                          available->source));
+}
+
+void check_eval_memory(const ModelConfig& model, std::size_t batch, std::size_t seq_len, std::size_t batches,
+                       bool held_batches) {
+  MemoryEstimate e = estimate_eval_memory(model, batch, seq_len);
+  const double one_batch = e.data;
+  if (held_batches) e.data *= static_cast<double>(batches);
+  const bool batches_dominate = held_batches && e.data - one_batch > e.activations;
+  check_memory(e, batches_dominate ? fmt::format("--batches {}", batches) : fmt::format("--batch {}", batch),
+               "evaluating");
+}
+
+std::string dominant_training_flag(const TrainConfig& c, std::size_t text_vocab) {
+  const TrainConfig defaults;
+  struct Candidate {
+    std::string flag;
+    std::size_t value;
+    void (*reset)(TrainConfig&, const TrainConfig&);
+  };
+  const std::vector<Candidate> candidates{
+      {"--d-model", c.model.d_model, [](TrainConfig& t, const TrainConfig& d) { t.model.d_model = d.model.d_model; }},
+      {"--layers", c.model.n_layers, [](TrainConfig& t, const TrainConfig& d) { t.model.n_layers = d.model.n_layers; }},
+      {"--heads", c.model.n_heads, [](TrainConfig& t, const TrainConfig& d) { t.model.n_heads = d.model.n_heads; }},
+      {"--kv-heads", c.model.n_kv_heads, [](TrainConfig& t, const TrainConfig& d) { t.model.n_kv_heads = d.model.n_kv_heads; }},
+      {"--dk", c.model.d_k, [](TrainConfig& t, const TrainConfig& d) { t.model.d_k = d.model.d_k; }},
+      {"--dv", c.model.d_v, [](TrainConfig& t, const TrainConfig& d) { t.model.d_v = d.model.d_v; }},
+      {"--d-ff", c.model.d_ff, [](TrainConfig& t, const TrainConfig& d) { t.model.d_ff = d.model.d_ff; }},
+      {"--max-len", c.model.max_len, [](TrainConfig& t, const TrainConfig& d) { t.model.max_len = d.model.max_len; }},
+      {"--vocab", c.data.vocab, [](TrainConfig& t, const TrainConfig& d) { t.data.vocab = d.data.vocab; }},
+      {"--seq-len", c.data.seq_len,
+       [](TrainConfig& t, const TrainConfig& d) { t.data.seq_len = std::min(t.data.seq_len, d.data.seq_len); }},
+      {"--batch", c.optim.batch, [](TrainConfig& t, const TrainConfig& d) { t.optim.batch = d.optim.batch; }},
+  };
+  const double total = estimate_training_memory(c, text_vocab).total();
+  std::string best = "the config";
+  double best_saving = 0;
+  for (const Candidate& k : candidates) {
+    if (k.flag == "--vocab" && !c.data.text.empty()) continue;  // a text's vocabulary is its own
+    TrainConfig smaller = c;
+    k.reset(smaller, defaults);
+    const double saving = total - estimate_training_memory(smaller, text_vocab).total();
+    if (saving > best_saving) {
+      best_saving = saving;
+      best = fmt::format("{} {}", k.flag, k.value);
+    }
+  }
+  return best;
+}
+
+void check_training_memory(const TrainConfig& config, std::size_t text_vocab, std::size_t jobs) {
+  MemoryEstimate e = estimate_training_memory(config, text_vocab);
+  const std::optional<AvailableMemory> available = available_memory();
+  if (!available || e.total() <= available->bytes) {
+    if (jobs <= 1 || !available) return;
+    const double n = static_cast<double>(jobs);
+    if (n * e.total() <= available->bytes) return;
+    for (double* part : {&e.parameters, &e.gradients, &e.optimizer_state, &e.activations, &e.data}) *part *= n;
+    check_memory(e, fmt::format("--jobs {}", jobs), fmt::format("training {} runs side by side", jobs));
+    return;
+  }
+  check_memory(e, dominant_training_flag(config, text_vocab), "one training step");
+}
+
+}  // namespace headroom

@@ -1,0 +1,81 @@
+// Resources checked before they are spent (docs/design.md #12): the memory a training
+// step or an evaluation takes, estimated from the config alone, against the memory
+// this machine has. All sizes are doubles, so a config with
+// vocab 2e9 and d_model 1e5 gives a huge estimate instead of an overflowed one.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "nn/config.hpp"
+#include "train/config.hpp"
+
+namespace headroom {
+
+// TransformerLM's parameter count for a config (vocab set; the other zeros resolved as
+// ModelConfig::resolved() does), in closed form: tok_emb V C, pos_emb max_len C
+// (learned positions), per layer two LayerNorms 4C, attention (attention_parameter_count)
+// and the feed-forward C dff + dff C (+ dff + C biases), then ln_f 2C and the head C V
+// unless tied. Equals parameter_count() of the model built from the config.
+double model_parameter_count(const ModelConfig& config);
+
+// Bytes, by what holds them.
+struct MemoryEstimate {
+  double parameters = 0;
+  double gradients = 0;
+  double optimizer_state = 0;  // Adam/AdamW: 2 floats per parameter; SGD: 1 (momentum) or 0
+  double activations = 0;      // one step's tape (train) or one forward pass (eval)
+  double data = 0;             // a batch of tokens and the toy task's per-vocab pool
+  std::string optimizer_name{};  // "Adam state", "SGD momentum"; empty: no state
+  double total() const { return parameters + gradients + optimizer_state + activations + data; }
+};
+
+// One training step of `config` (its model.vocab may be 0: the data's vocab is used,
+// data.vocab for a toy task; max_len 0 means seq_len). `text_vocab` is the vocabulary
+// of a --text file, when known.
+//
+// Activations, floats: the tape keeps every layer's intermediate values,
+//   L [B T (7 C + H d_k + 2 G d_k + G d_v + 2 H d_v + 3 d_ff) + B H T T]
+//   + B T (3 C) + 3 B T V
+// (per layer: the two norms, q/k/v, the heads and their merge, out_proj, residuals,
+// fc1, its activation and fc2; the attention weights, which the fused op keeps; then the
+// embeddings, ln_f, the logits and the cross-entropy's softmax).
+MemoryEstimate estimate_training_memory(const TrainConfig& config, std::size_t text_vocab = 0);
+// A forward pass without a tape over `batch` rows of seq_len tokens of a model with
+// this (resolved) config: the parameters and one layer's activations at a time.
+MemoryEstimate estimate_eval_memory(const ModelConfig& model, std::size_t batch, std::size_t seq_len);
+
+// Evaluation (eval, heads) over `batches` batches of `batch` rows: with held_batches,
+// they are all drawn up front (heads), else one at a time. Refused as check_memory
+// does, naming --batch or, when the held batches dominate, --batches.
+void check_eval_memory(const ModelConfig& model, std::size_t batch, std::size_t seq_len, std::size_t batches,
+                       bool held_batches);
+
+// Bytes this machine can give: $HEADROOM_MEMORY_LIMIT when set (bytes, or with a K, M,
+// G or T suffix for KiB..TiB: "512M"), else MemAvailable of /proc/meminfo, else the
+// available physical pages; nullopt when none of them is known. A malformed
+// HEADROOM_MEMORY_LIMIT is a std::invalid_argument naming it.
+struct AvailableMemory {
+  double bytes = 0;
+  std::string source{};  // "HEADROOM_MEMORY_LIMIT", "MemAvailable"
+};
+std::optional<AvailableMemory> available_memory();
+
+// "1.5 GiB", "12.0 MiB", "512 bytes".
+std::string format_bytes(double bytes);
+
+// Throws std::invalid_argument, one line, when `estimate` is above the available
+// memory: "<culprit>: <doing> needs about X (parameters .., ...) but this machine has
+// Y available (<source>)". `culprit` names the flag that dominates ("--d-model 100000").
+void check_memory(const MemoryEstimate& estimate, const std::string& culprit, const std::string& doing);
+
+// The flag whose value, set back to its default, shrinks a training step's estimate
+// the most, as "--d-model 100000"; "the config" when none does.
+std::string dominant_training_flag(const TrainConfig& config, std::size_t text_vocab = 0);
+
+// The two together: estimate a training step of `config` and refuse it, naming the
+// dominant flag, when it does not fit. `jobs` runs side by side multiply it.
+void check_training_memory(const TrainConfig& config, std::size_t text_vocab = 0, std::size_t jobs = 1);
+
+}  // namespace headroom
