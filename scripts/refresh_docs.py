@@ -130,7 +130,9 @@ def refresh(path, write):
                 continue
             if j is None:
                 missing += 1
-                print(f"  missing: {text}")
+                words = set(text.split())
+                nearest = max(printed, key=lambda line: len(words & set(line.split())))
+                print(f"  missing: {text}\n  nearest: {nearest}")
             elif as_shown(text, printed[j]) != text:
                 new = as_shown(text, printed[j])
                 print(f"  changed: {text}\n       to: {new}")
