@@ -212,7 +212,9 @@ Run add_ablate_command(CLI::App& app) {
   merge->excludes(config)->excludes(heads)->excludes(dk)->excludes(kv)->excludes(sweep)->excludes(seeds);
   merge->excludes(jobs)->excludes(shard)->excludes(max_runs);
   for (CLI::Option_group* g : {groups.model, groups.data, groups.training}) {
-    for (CLI::Option* o : g->get_options()) merge->excludes(o);
+    for (CLI::Option* o : g->get_options()) {
+      if (o != g->get_help_ptr()) merge->excludes(o);
+    }
   }
   return [f] { return run_ablate(*f); };
 }

@@ -246,7 +246,9 @@ Run add_train_command(CLI::App& app) {
   no_save->excludes(out)->excludes(overwrite);
   overwrite->needs(out);
   for (CLI::Option_group* g : {model, data}) {
-    for (CLI::Option* o : g->get_options()) resume->excludes(o);
+    for (CLI::Option* o : g->get_options()) {
+      if (o != g->get_help_ptr()) resume->excludes(o);
+    }
   }
   std::vector<std::string> may_change;  // the flags of train/resume.hpp's keys
   for (const std::string& key : resume_may_change()) {
@@ -255,6 +257,7 @@ Run add_train_command(CLI::App& app) {
     may_change.push_back(name);
   }
   for (CLI::Option* o : opt->get_options()) {
+    if (o == opt->get_help_ptr()) continue;
     if (std::find(may_change.begin(), may_change.end(), o->get_name()) == may_change.end()) resume->excludes(o);
   }
   return [f] { return run_train(*f); };
