@@ -9,9 +9,23 @@
 #include <functional>
 #include <optional>
 #include <source_location>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 #include <vector>
+
+// ---- errors --------------------------------------------------------------------------
+
+// The message of the std::invalid_argument that f throws ("" when it throws none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // ---- files ---------------------------------------------------------------------------
 

@@ -37,16 +37,6 @@ std::size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
-
 double luminance(hm::Rgb c) { return 0.2126 * c.r + 0.7152 * c.g + 0.0722 * c.b; }
 
 // (H, T, T) weights where head h's query q puts weight on keys 0..q: row q of head h

@@ -37,17 +37,6 @@ void write_file(const fs::path& p, const std::string& text) {
   f << text;
 }
 
-// The message of the std::invalid_argument that f throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // DIR/model.safetensors for `model`, trained (or not) on `dataset` made from `data`.
 void save_model_dir(const fs::path& dir, const hr::TransformerLM<float>& model, const hr::DataConfig& data,
                     const hr::Dataset& dataset) {

@@ -33,16 +33,6 @@ namespace hr = headroom;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // The ids sample_token may draw for these options.
 std::vector<std::size_t> kept(const std::vector<float>& logits, const hr::SamplingOptions& options) {
   return hr::sampling_candidates(logits, options).ids;
