@@ -85,34 +85,10 @@ std::string data_key(const DataConfig& d) {
 nlohmann::json read_json_file(const fs::path& file) { return read_strict_json_file(file, kMaxSweepBytes); }
 
 // The first place where two JSON values differ, as "path: A there, B here".
-std::string first_difference(const nlohmann::json& there, const nlohmann::json& here, const std::string& path) {
-  auto show = [](const nlohmann::json& v) {
-    std::string s = v.dump();
-    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-  };
-  const std::string where = path.empty() ? "the whole file" : path;
-  if (there.type() != here.type()) return fmt::format("{}: {} there, {} here", where, show(there), show(here));
-  if (there.is_object()) {
-    for (const auto& [key, v] : here.items()) {
-      const std::string sub = path.empty() ? key : path + "." + key;
-      if (!there.contains(key)) return fmt::format("{}: absent there, {} here", sub, show(v));
-      if (there[key] != v) return first_difference(there[key], v, sub);
-    }
-    for (const auto& [key, v] : there.items()) {
-      if (!here.contains(key)) return fmt::format("{}: {} there, absent here", path.empty() ? key : path + "." + key, show(v));
-    }
-  } else if (there.is_array()) {
-    for (std::size_t i = 0; i < std::min(there.size(), here.size()); ++i) {
-      // Name a run by its id where there is one.
-      std::string sub = fmt::format("{}[{}]", path, i);
-      if (there[i].is_object() && there[i].contains("id")) sub = fmt::format("{}[{}]", path, there[i]["id"].dump());
-      if (there[i] != here[i]) return first_difference(there[i], here[i], sub);
-    }
-    if (there.size() != here.size()) {
-      return fmt::format("{}: {} entries there, {} here", where, there.size(), here.size());
-    }
-  }
-  return fmt::format("{}: {} there, {} here", where, show(there), show(here));
+std::string first_difference(const nlohmann::json& there, const nlohmann::json& here) {
+  const std::optional<JsonDifference> d = first_json_difference(there, here);  // nn/strict_json.hpp
+  if (!d) return "";
+  return fmt::format("{}: {} there, {} here", d->path.empty() ? "the whole file" : d->path, d->first, d->second);
 }
 
 // What makes two sweeps the same: everything in sweep.json but the reasons points
@@ -428,7 +404,7 @@ void check_sweep_dir(const fs::path& dir, const SweepPlan& plan) {
   const nlohmann::json wanted = definition(to_json(plan));
   if (stored != wanted) {
     bad(fmt::format("{} holds a different sweep ({}); give another --out, or the flags that made it",
-                    dir.string(), first_difference(stored, wanted, "")));
+                    dir.string(), first_difference(stored, wanted)));
   }
 }
 
@@ -474,7 +450,7 @@ MergeOutcome merge_sweeps(const std::vector<fs::path>& from, const fs::path& int
     const nlohmann::json other = definition(to_json(read_sweep_plan(from[i])));
     if (other != wanted) {
       bad(fmt::format("{} and {} hold different sweeps ({}); only shards of one sweep merge",
-                      from.front().string(), from[i].string(), first_difference(wanted, other, "")));
+                      from.front().string(), from[i].string(), first_difference(wanted, other)));
     }
   }
   check_sweep_dir(into, plan);

@@ -88,23 +88,33 @@ std::u32string decode_utf8(std::string_view bytes, std::string_view what) {
   return out;
 }
 
+namespace {
+
+[[noreturn]] void bad_text(const std::string& what, const Bad& bad, std::size_t at, std::size_t line, bool nul) {
+  if (nul) throw DataError(fmt::format("{}: NUL byte at byte offset {}, line {}: a binary file, not text", what, at, line));
+  throw DataError(fmt::format("{}: invalid UTF-8 at byte offset {}, line {} (byte 0x{:02X}: {})", what, at, line,
+                              bad.byte, bad.reason));
+}
+
+}  // namespace
+
 void Utf8Decoder::feed(std::string_view bytes, std::u32string& out) {
-  std::string piece = std::move(tail_);
-  piece.append(bytes);
+  // Only a sequence the previous piece cut short is joined to this one; otherwise the
+  // bytes are decoded where they are.
+  std::string joined;
+  std::string_view piece = bytes;
+  if (!tail_.empty()) {
+    joined = std::move(tail_);
+    joined.append(bytes);
+    piece = joined;
+  }
   std::optional<Bad> bad;
   const std::size_t used = decode_some(piece, false, reject_nul_, out, bad);
   const auto lines = static_cast<std::size_t>(std::count(piece.begin(), piece.begin() + static_cast<std::ptrdiff_t>(used), '\n'));
-  if (bad) {
-    const std::size_t at = offset_ + bad->at, line = line_ + lines;
-    if (bad->byte == 0 && reject_nul_) {
-      throw DataError(fmt::format("{}: NUL byte at byte offset {}, line {}: a binary file, not text", what_, at, line));
-    }
-    throw DataError(fmt::format("{}: invalid UTF-8 at byte offset {}, line {} (byte 0x{:02X}: {})", what_, at, line,
-                                bad->byte, bad->reason));
-  }
+  if (bad) bad_text(what_, *bad, offset_ + bad->at, line_ + lines, bad->byte == 0 && reject_nul_);
   offset_ += used;
   line_ += lines;
-  tail_ = piece.substr(used);
+  tail_ = std::string(piece.substr(used));
 }
 
 void Utf8Decoder::finish() {
@@ -112,10 +122,7 @@ void Utf8Decoder::finish() {
   std::u32string ignored;
   std::optional<Bad> bad;
   decode_some(tail_, true, reject_nul_, ignored, bad);
-  if (bad) {
-    throw DataError(fmt::format("{}: invalid UTF-8 at byte offset {}, line {} (byte 0x{:02X}: {})", what_,
-                                offset_ + bad->at, line_, bad->byte, bad->reason));
-  }
+  if (bad) bad_text(what_, *bad, offset_ + bad->at, line_, false);
 }
 
 void append_utf8(std::string& out, char32_t cp) {

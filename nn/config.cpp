@@ -1,5 +1,4 @@
 #include "nn/config.hpp"
-#include "nn/strict_json.hpp"
 
 #include <cmath>
 #include <stdexcept>
@@ -12,6 +11,7 @@
 #include "nn/attention.hpp"
 #include "nn/config_fields.hpp"
 #include "nn/config_json.hpp"
+#include "nn/strict_json.hpp"
 
 namespace headroom {
 

@@ -13,7 +13,6 @@
 // with explicit overflow tests, and the byte ranges must tile the data exactly
 // (start at 0, no gap, no overlap, no trailing byte).
 #include "nn/safetensors.hpp"
-#include "nn/strict_json.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -21,7 +20,6 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
-#include <set>
 #include <system_error>
 
 #include <fcntl.h>
@@ -30,6 +28,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "nn/strict_json.hpp"
 
 namespace headroom {
 
@@ -112,13 +112,10 @@ json parse_header_json(std::string_view text, const std::string& source) {
   };
   try {
     return parse_strict_json(text, source, describe);
+  } catch (const JsonSyntaxError& e) {
+    throw CheckpointError(fmt::format("{}: header is not valid JSON: {}", source, e.detail()));
   } catch (const std::invalid_argument& e) {
-    const std::string what = e.what();
-    const std::string prefix = source + ": not valid JSON: ";
-    if (what.rfind(prefix, 0) == 0) {
-      throw CheckpointError(fmt::format("{}: header is not valid JSON: {}", source, what.substr(prefix.size())));
-    }
-    throw CheckpointError(what);
+    throw CheckpointError(e.what());
   }
 }
 

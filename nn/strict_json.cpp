@@ -1,5 +1,6 @@
 #include "nn/strict_json.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -79,8 +80,45 @@ json parse_strict_json(std::string_view text, const std::string& source, const D
                                     ? fmt::format("{}: number out of range: {}", source, number)
                                     : fmt::format("{}: '{}': number out of range: {}", source, where, number));
   } catch (const json::exception& e) {
-    throw std::invalid_argument(fmt::format("{}: not valid JSON: {}", source, e.what()));
+    throw JsonSyntaxError(source, e.what());
   }
+}
+
+namespace {
+
+std::string shown(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+std::optional<JsonDifference> difference_at(const json& a, const json& b, const std::string& path) {
+  if (a == b) return std::nullopt;
+  if (a.type() == b.type() && a.is_object()) {
+    auto sub = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
+    for (const auto& [key, v] : b.items()) {
+      if (!a.contains(key)) return JsonDifference{sub(key), "absent", shown(v)};
+      if (auto d = difference_at(a[key], v, sub(key))) return d;
+    }
+    for (const auto& [key, v] : a.items()) {
+      if (!b.contains(key)) return JsonDifference{sub(key), shown(v), "absent"};
+    }
+  } else if (a.type() == b.type() && a.is_array()) {
+    for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      const bool named = a[i].is_object() && a[i].contains("id");
+      const std::string sub = fmt::format("{}[{}]", path, named ? a[i]["id"].dump() : std::to_string(i));
+      if (auto d = difference_at(a[i], b[i], sub)) return d;
+    }
+    if (a.size() != b.size()) {
+      return JsonDifference{path, fmt::format("{} entries", a.size()), fmt::format("{} entries", b.size())};
+    }
+  }
+  return JsonDifference{path, shown(a), shown(b)};
+}
+
+}  // namespace
+
+std::optional<JsonDifference> first_json_difference(const json& first, const json& second) {
+  return difference_at(first, second, "");
 }
 
 json read_strict_json_file(const std::filesystem::path& file, std::uintmax_t max_bytes) {

@@ -212,7 +212,12 @@ TEST_CASE("first_config_difference: the first key in order, may-change keys skip
   CHECK(hr::first_config_difference(a, b, "c.json") == "train.lr: 0.003 in the checkpoint, 0.1 in c.json");
   b = a;
   b["data"] = {{"task", "copy"}};
-  CHECK(hr::first_config_difference(a, b, "c.json") == "data.task: absent in the checkpoint, \"copy\" in c.json");
+  CHECK(hr::first_config_difference(a, b, "c.json") ==
+        "data: absent in the checkpoint, {\"task\":\"copy\"} in c.json");  // a whole section
+  b = a;
+  b["model"]["n_heads"] = 2;
+  CHECK(hr::first_config_difference(a, b, "c.json") == "model.n_heads: absent in the checkpoint, 2 in c.json");
+  CHECK(hr::first_config_difference(b, a, "c.json") == "model.n_heads: 2 in the checkpoint, absent in c.json");
 }
 
 TEST_CASE("model.safetensors is the newest state: written on an early stop, and eval says its step") {

@@ -14,6 +14,7 @@
 
 #include "nn/checkpoint.hpp"
 #include "nn/config_json.hpp"
+#include "nn/strict_json.hpp"
 #include "optim/adam.hpp"
 #include "optim/sgd.hpp"
 
@@ -262,32 +263,15 @@ const std::vector<std::string>& resume_may_change() {
 }
 
 std::string first_config_difference(const json& checkpoint, const json& run, const std::string& source) {
-  const auto& may_change = resume_may_change();
-  auto shown = [](const json& object, const std::string& key) {
-    return object.is_object() && object.contains(key) ? object.at(key).dump() : std::string("absent");
-  };
-  auto keys_of = [](const json& a, const json& b) {  // a's keys, then b's others (json objects are sorted)
-    std::vector<std::string> keys;
-    for (const json* o : {&a, &b}) {
-      if (!o->is_object()) continue;
-      for (const auto& item : o->items()) {
-        if (std::find(keys.begin(), keys.end(), item.key()) == keys.end()) keys.push_back(item.key());
-      }
-    }
-    std::sort(keys.begin(), keys.end());
-    return keys;
-  };
-  for (const std::string& section : keys_of(checkpoint, run)) {
-    const json none = json::object();
-    const json& a = checkpoint.contains(section) ? checkpoint.at(section) : none;
-    const json& b = run.contains(section) ? run.at(section) : none;
-    for (const std::string& key : keys_of(a, b)) {
-      if (section == "train" && std::find(may_change.begin(), may_change.end(), key) != may_change.end()) continue;
-      const std::string x = shown(a, key), y = shown(b, key);
-      if (x != y) return fmt::format("{}.{}: {} in the checkpoint, {} in {}", section, key, x, y, source);
-    }
+  // The keys a resume may change are left out of both sides.
+  json a = checkpoint, b = run;
+  for (json* side : {&a, &b}) {
+    if (!side->is_object() || !side->contains("train") || !(*side)["train"].is_object()) continue;
+    for (const std::string& key : resume_may_change()) (*side)["train"].erase(key);
   }
-  return "";
+  const std::optional<JsonDifference> d = first_json_difference(a, b);  // nn/strict_json.hpp
+  if (!d) return "";
+  return fmt::format("{}: {} in the checkpoint, {} in {}", d->path, d->first, d->second, source);
 }
 
 fs::path checkpoint_to_resume(const fs::path& out_dir, std::size_t steps) {

@@ -92,9 +92,8 @@ DataDescription parse_data_metadata(const std::string& json, const std::string& 
   nlohmann::json j;
   try {
     j = parse_strict_json(json, where);
-  } catch (const std::invalid_argument& e) {
-    const std::string what = e.what(), prefix = where + ": not valid JSON: ";
-    bad(what.rfind(prefix, 0) == 0 ? fmt::format("{} is not valid JSON: {}", where, what.substr(prefix.size())) : what);
+  } catch (const JsonSyntaxError& e) {
+    bad(fmt::format("{} is not valid JSON: {}", where, e.detail()));
   }
   if (!j.is_object()) bad(fmt::format("{} must be a JSON object, got {}", where, j.dump()));
   for (const auto& [key, value] : j.items()) {

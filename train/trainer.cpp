@@ -1,5 +1,4 @@
 #include "train/trainer.hpp"
-#include "train/resources.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +13,7 @@
 #include "train/metrics.hpp"
 #include "train/optim_setup.hpp"
 #include "train/out_dir.hpp"
+#include "train/resources.hpp"
 #include "train/resume.hpp"
 #include "train/run_dir.hpp"
 #include "train/step.hpp"
@@ -107,8 +107,7 @@ class Loop {
   }
 
  private:
-  void resume() {
-    if (out_dir_.empty()) throw std::invalid_argument("resume needs the run's output directory");
+  void resume() {  // train() has refused a resume without an out_dir
     const fs::path dir = checkpoint_to_resume(out_dir_, o_.steps);
     state_ = load_training_checkpoint(dir, config_, model_, *optimizer_, (out_dir_ / "config.json").string());
     data_rng_.set_state(state_.data_rng);
