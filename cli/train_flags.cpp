@@ -102,13 +102,16 @@ DataConfig flag_data(const TrainFlags& f) {
   return probe.data;
 }
 
-// data.<key> of a --config file, when it is there.
-const nlohmann::json* file_data_key(const nlohmann::json& object, const char* key) {
+// <section>.<key> of a --config file, when it is there.
+const nlohmann::json* file_key(const nlohmann::json& object, const char* section, const char* key) {
   if (!object.is_object()) return nullptr;
-  const auto data = object.find("data");
-  if (data == object.end() || !data->is_object()) return nullptr;
-  const auto value = data->find(key);
-  return value == data->end() ? nullptr : &*value;
+  const auto body = object.find(section);
+  if (body == object.end() || !body->is_object()) return nullptr;
+  const auto value = body->find(key);
+  return value == body->end() ? nullptr : &*value;
+}
+const nlohmann::json* file_data_key(const nlohmann::json& object, const char* key) {
+  return file_key(object, "data", key);
 }
 
 // A text run has no task and takes its vocabulary from the text, so --task and
@@ -182,9 +185,9 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file) {
     c.data.vocab = defaults.vocab;
   }
   // Warm-up scales with the run unless given (train/config.hpp, default_warmup).
-  const bool warmup_in_file = object.is_object() && object.contains("train") && object["train"].is_object() &&
-                              object["train"].contains("warmup");
-  if (!warmup_in_file && f.given.count("train.warmup") == 0) c.optim.warmup = default_warmup(c.optim.steps);
+  if (file_key(object, "train", "warmup") == nullptr && !given(f, "train.warmup")) {
+    c.optim.warmup = default_warmup(c.optim.steps);
+  }
   return c;
 }
 
