@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/whole_number.hpp"
 #include "train/resources.hpp"
 #include "train/trainer.hpp"
 #include "nn/config_json.hpp"
@@ -40,9 +41,7 @@ std::vector<std::string> split(const std::string& text, char sep) {
   }
 }
 
-bool whole_number(const std::string& s) {
-  return !s.empty() && s.size() <= 19 && s.find_first_not_of("0123456789") == std::string::npos;
-}
+bool whole_number(const std::string& s) { return parse_whole_number(s).has_value(); }  // autograd/whole_number.hpp
 
 // A file or directory name from a label: letters, digits and . _ + - kept.
 std::string path_safe(const std::string& text) {

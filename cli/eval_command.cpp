@@ -13,6 +13,7 @@
 
 #include "autograd/input_file.hpp"
 #include "autograd/parallel.hpp"
+#include "autograd/whole_number.hpp"
 #include "cli/commands.hpp"
 #include "train/resources.hpp"
 #include "train/run_dir.hpp"
@@ -75,11 +76,11 @@ std::vector<Index> parse_token_row(const std::string& row, std::size_t vocab) {
   while (begin <= row.size()) {
     const std::size_t end = std::min(row.find(',', begin), row.size());
     const std::string id = row.substr(begin, end - begin);
-    const bool digits = !id.empty() && id.size() <= 18 && id.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || std::stoull(id) >= vocab) {
+    const std::optional<std::uint64_t> value = parse_whole_number(id);
+    if (!value || *value >= vocab) {
       throw std::invalid_argument(fmt::format("--tokens '{}': '{}' is not a token id in [0, {})", row, id, vocab));
     }
-    ids.push_back(static_cast<Index>(std::stoull(id)));
+    ids.push_back(static_cast<Index>(*value));
     begin = end + 1;
   }
   return ids;

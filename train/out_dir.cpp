@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "autograd/whole_number.hpp"
 
 namespace headroom {
 namespace {
@@ -27,25 +30,14 @@ bool is_run_entry(const std::string& name) {
          kRunEntries.end();
 }
 
-// The number s spells, or nothing when it is empty or not all digits.
-std::optional<long> digits(std::string_view s) {
-  if (s.empty() || s.size() > 18) return std::nullopt;
-  long v = 0;
-  for (const char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  return v;
-}
-
 // The PID in a temporary's name: ".step-N.tmp-PID", ".step-N.old-PID" (checkpoints)
 // or "NAME.tmp.PID.N" (write_file_atomically); nothing for any other name.
-std::optional<long> temporary_pid(const std::string& name, bool in_checkpoints) {
+std::optional<std::uint64_t> temporary_pid(const std::string& name, bool in_checkpoints) {
   if (in_checkpoints) {
     if (name.rfind(".step-", 0) != 0) return std::nullopt;
     for (const char* tag : {".tmp-", ".old-"}) {
       const std::size_t at = name.rfind(tag);
-      if (at != std::string::npos && at > 6) return digits(std::string_view(name).substr(at + 5));
+      if (at != std::string::npos && at > 6) return parse_whole_number(std::string_view(name).substr(at + 5));
     }
     return std::nullopt;
   }
@@ -53,11 +45,15 @@ std::optional<long> temporary_pid(const std::string& name, bool in_checkpoints) 
   if (at == std::string::npos || at == 0) return std::nullopt;
   const std::string_view rest = std::string_view(name).substr(at + 5);
   const std::size_t dot = rest.find('.');
-  if (dot == std::string_view::npos || !digits(rest.substr(dot + 1))) return std::nullopt;
-  return digits(rest.substr(0, dot));
+  if (dot == std::string_view::npos || !parse_whole_number(rest.substr(dot + 1))) return std::nullopt;
+  return parse_whole_number(rest.substr(0, dot));
 }
 
-bool process_gone(long pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+// No process has a PID above pid_t's range, so a name that says so is a leftover too.
+bool process_gone(std::uint64_t pid) {
+  if (pid > static_cast<std::uint64_t>(std::numeric_limits<pid_t>::max())) return true;
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
 
 // A few of a directory's entries, for a message: "a.txt, notes/, ... (12 entries)".
 std::string some_entries(const std::vector<std::string>& names) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "autograd/whole_number.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/config_json.hpp"
 #include "nn/strict_json.hpp"
@@ -45,13 +46,8 @@ void fsync_directory(const fs::path& dir) {
 // (temporary directories included).
 std::optional<std::size_t> step_of(const fs::path& dir) {
   const std::string name = dir.filename().string();
-  if (name.rfind(kPrefix, 0) != 0 || name.size() == std::strlen(kPrefix)) return std::nullopt;
-  std::size_t step = 0;
-  for (char c : name.substr(std::strlen(kPrefix))) {
-    if (c < '0' || c > '9') return std::nullopt;
-    step = step * 10 + static_cast<std::size_t>(c - '0');
-  }
-  return step;
+  if (name.rfind(kPrefix, 0) != 0) return std::nullopt;
+  return parse_whole_number(std::string_view(name).substr(std::strlen(kPrefix)));
 }
 
 std::vector<std::pair<std::size_t, fs::path>> complete_checkpoints(const fs::path& out_dir) {

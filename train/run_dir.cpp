@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "autograd/whole_number.hpp"
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"
 #include "data/utf8.hpp"
@@ -216,11 +217,10 @@ LoadedRun load_run(const fs::path& model) {
   run.loaded = load_model<float>(run.file);
   run.data = data_description(run.loaded.metadata, run.source);
   if (const auto it = run.loaded.metadata.find(kStepMetadataKey); it != run.loaded.metadata.end()) {
-    const std::string& text = it->second;
-    if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) {
-      bad(fmt::format("{}: metadata '{}' must be a step number, got '{}'", run.source, kStepMetadataKey, text));
+    run.step = parse_whole_number(it->second);
+    if (!run.step) {
+      bad(fmt::format("{}: metadata '{}' must be a step number, got '{}'", run.source, kStepMetadataKey, it->second));
     }
-    run.step = std::stoull(text);
   }
   if (run.data.vocab != run.loaded.config.vocab) {
     throw std::invalid_argument(fmt::format("{}: the data metadata says vocab {} but the model has vocab {}",
