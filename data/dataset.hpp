@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "autograd/ops.hpp"  // IndexArray, Mask
 #include "autograd/random.hpp"
@@ -31,6 +32,14 @@ const char* split_name(Split split);
 struct Batch {
   IndexArray tokens;  // (B, T+1), ids in [0, V)
   Mask target_mask;   // (B, T): true where the target tokens[b, t+1] counts
+  // (B, T) row-major, or empty when the source does not know its distribution (a
+  // text): -log p_true(tokens[b, t+1] | tokens[b, :t+1]) under the distribution the
+  // rows are drawn from, where target_mask is true (0 elsewhere). Its mean over the
+  // counted targets is the Bayes loss of those very targets, so a model's loss minus
+  // it (the excess loss) has little sampling noise (docs/design.md #14).
+  std::vector<double> target_nll{};
+
+  bool knows_truth() const { return !target_nll.empty(); }
 };
 
 class Dataset {

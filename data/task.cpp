@@ -36,7 +36,8 @@ Batch Task::sample(std::size_t batch, Split split, Rng& rng) const {
   if (batch == 0) throw DataError(fmt::format("{}: batch size must be positive, got 0", name_));
   const std::size_t row_len = seq_len_ + 1;
   Batch out{IndexArray::from_shape({batch, row_len}),  // (B, T+1)
-            Mask::from_shape({batch, seq_len_})};      // (B, T)
+            Mask::from_shape({batch, seq_len_}),       // (B, T)
+            std::vector<double>(batch * seq_len_, 0.0)};  // (B, T)
   for (std::size_t b = 0; b < batch; ++b) {
     const std::span<Index> row(out.tokens.data() + b * row_len, row_len);
     const std::span<bool> counted(out.target_mask.data() + b * seq_len_, seq_len_);
@@ -52,9 +53,14 @@ Batch Task::sample(std::size_t batch, Split split, Rng& rng) const {
       std::fill(counted.begin(), counted.end(), false);
       generate(rng, row, counted);
     } while (example_split(row) != split);
+    for (std::size_t t = 0; t < seq_len_; ++t) {
+      if (counted[t]) out.target_nll[b * seq_len_ + t] = target_nll(row, t);
+    }
   }
   return out;
 }
+
+double Task::target_nll(std::span<const Index> /*row*/, std::size_t /*t*/) const { return 0.0; }
 
 std::string Task::example() const {
   Rng rng(kExampleSeed);

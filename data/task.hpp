@@ -56,6 +56,13 @@ class Task : public Dataset {
   // (counted[t] is about row[t + 1]).
   virtual void generate(Rng& rng, std::span<Index> row, std::span<bool> counted) const = 0;
 
+  // -log p_true(row[t + 1] | row[0 .. t]) for a counted target t of a row generate
+  // wrote, under generate's distribution. The default, 0, is for a task whose counted
+  // targets are determined by their context (copy, sort, recall, ...); a task with
+  // random labels overrides it. tests/test_data.cpp checks every task's value against
+  // the conditional frequencies of rows drawn by generate.
+  virtual double target_nll(std::span<const Index> row, std::size_t t) const;
+
   // "copy: vocab 4 is too small: needs at least 5 (<why>)"
   [[noreturn]] void vocab_too_small(std::size_t needed, const std::string& why) const;
   // "copy: seq_len 1 is too short: needs at least 2 (<why>)"

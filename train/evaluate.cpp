@@ -13,6 +13,19 @@ struct Tally {
   double loss_sum = 0;
   std::size_t correct = 0;
   std::size_t counted = 0;
+  double bayes_sum = 0;
+  bool knows_truth = true;  // every batch so far carried target_nll
+
+  // The Bayes loss of a batch's counted targets, or none when it does not know it.
+  void add_truth(const Batch& b) {
+    if (!b.knows_truth()) {
+      knows_truth = false;
+      return;
+    }
+    for (std::size_t i = 0; i < b.target_nll.size(); ++i) {
+      if (b.target_mask.data()[i]) bayes_sum += b.target_nll[i];
+    }
+  }
 
   // logits (B, T, V); targets (B, T); counts (B, T) or nullptr for all targets.
   void add(const Tensor<float>& logits, const IndexArray& targets, const Mask* counts) {
@@ -37,6 +50,7 @@ struct Tally {
     if (counted > 0) {
       r.loss = loss_sum / static_cast<double>(counted);
       r.accuracy = static_cast<double>(correct) / static_cast<double>(counted);
+      if (knows_truth) r.bayes_loss = bayes_sum / static_cast<double>(counted);
     }
     return r;
   }
@@ -75,6 +89,7 @@ EvalResult evaluate_batches(TransformerLM<float>& model, const std::vector<Batch
   for (const Batch& b : batches) {
     const auto [inputs, targets] = shift_tokens(b.tokens);
     tally.add(model.forward(inputs), targets, &b.target_mask);  // logits (B, T, V)
+    tally.add_truth(b);
   }
   return tally.result();
 }
@@ -91,6 +106,7 @@ EvalResult evaluate_windows(TransformerLM<float>& model, std::span<const Index> 
   const std::size_t full = targets / T;  // windows of T targets
   const std::size_t rest = targets % T;  // targets of the last, shorter window
   Tally tally;
+  tally.knows_truth = false;  // a text's distribution is unknown
   batches_done = 0;
   auto run = [&](std::size_t first_window, std::size_t windows, std::size_t len) {  // len targets per window
     IndexArray tokens = IndexArray::from_shape({windows, len + 1});  // (B, len+1)

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -19,6 +20,16 @@ struct EvalResult {
   double loss = 0;      // mean cross-entropy over counted targets
   double accuracy = 0;  // argmax == target, over counted targets
   std::size_t counted = 0;
+  // The mean of Batch::target_nll over the same targets, when every batch knows its
+  // distribution (a task); empty for a text.
+  std::optional<double> bayes_loss{};
+
+  // loss - bayes_loss: how far the model is from the best any model can do on these
+  // targets (docs/design.md #14); empty when the Bayes loss is unknown.
+  std::optional<double> excess_loss() const {
+    if (!bayes_loss) return std::nullopt;
+    return loss - *bayes_loss;
+  }
 };
 
 // The seed of a run's validation batches (stream 2 of its seed): `headroom eval`
