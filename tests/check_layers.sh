@@ -14,7 +14,8 @@ declare -A allowed=(
   [train]="autograd nn data optim"
   [interp]="autograd nn data optim train plot"
   [ablate]="autograd nn data optim train plot"
-  [cli]="autograd nn data optim train plot interp ablate"
+  [claims]="autograd nn data optim train plot interp ablate"
+  [cli]="autograd nn data optim train plot interp ablate claims"
 )
 
 bad=0

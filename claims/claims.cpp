@@ -1,0 +1,615 @@
+#include "claims/claims.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#if __has_include("nn/param_count.hpp")  // TEMPORARY until i14-model lands: remove the guard
+#include "nn/param_count.hpp"
+#define HEADROOM_HAS_PARAM_COUNT 1
+#endif
+#include "plot/svg.hpp"
+
+namespace headroom {
+namespace {
+
+svg::Axis axis(std::string label, svg::Scale scale = svg::Scale::linear) {
+  return {.label = std::move(label), .scale = scale, .categories = {}, .ticks = {}};
+}
+
+svg::Series series(std::string name) { return {.name = std::move(name), .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}}; }
+
+// A point's mean with its seed sd as the error bar (NaN where nothing finished).
+void add(svg::Series& s, double x, const SeedStats& y) {
+  s.x.push_back(x);
+  s.y.push_back(y.mean);
+  s.err.push_back(std::isfinite(y.sd) ? y.sd : 0.0);
+}
+
+// TEMPORARY until i14-excess lands: RunResult::final_excess_loss, or NaN without it.
+template <typename R>
+double excess_of(const R& r) {
+  if constexpr (requires { r.final_excess_loss; }) {
+    return r.final_excess_loss;
+  } else {
+    return NAN;
+  }
+}
+
+std::string loss_name(const PointNumbers& p) { return p.has_excess() ? "excess loss" : "val loss"; }
+
+std::string count(std::size_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+const char* verdict_word(Verdict v) {
+  switch (v) {
+    case Verdict::supported:
+      return "agrees with";
+    case Verdict::contradicted:
+      return "disagrees with";
+    case Verdict::inconclusive:
+      break;
+  }
+  return "cannot yet decide";
+}
+
+// The points of a heads sweep (one per head count), in grid order.
+std::vector<const PointNumbers*> by_heads(const SweepNumbers& sweep) {
+  std::vector<const PointNumbers*> out;
+  for (const PointNumbers& p : sweep.points) out.push_back(&p);
+  std::stable_sort(out.begin(), out.end(), [](const PointNumbers* a, const PointNumbers* b) {
+    return a->config.model.n_heads < b->config.model.n_heads;
+  });
+  return out;
+}
+
+// Of `points`, the one of lowest mean loss (finished ones only), or nullptr.
+const PointNumbers* lowest(const std::vector<const PointNumbers*>& points) {
+  const PointNumbers* best = nullptr;
+  for (const PointNumbers* p : points) {
+    if (p->loss().n == 0 || !std::isfinite(p->loss().mean)) continue;
+    if (best == nullptr || p->loss().mean < best->loss().mean) best = p;
+  }
+  return best;
+}
+
+std::string heads_line(const PointNumbers& p) {
+  return fmt::format("h={} (d_k {}): {} {}", p.config.model.n_heads, p.config.model.d_k, loss_name(p),
+                     format_stats(p.loss()));
+}
+
+// A heads sweep's loss against h, log x.
+svg::Chart loss_vs_heads(const SweepNumbers& sweep, const std::string& title) {
+  svg::Chart chart{.title = title, .x = axis("query heads h (d_k = d_model / h)", svg::Scale::log), .y = axis(""),
+                   .series = {}};
+  svg::Series s = series("mean over seeds (bars: sd)");
+  for (const PointNumbers* p : by_heads(sweep)) {
+    add(s, static_cast<double>(p->config.model.n_heads), p->loss());
+    chart.x.ticks.push_back(static_cast<double>(p->config.model.n_heads));
+    chart.y.label = loss_name(*p) + " (nats/token)";
+  }
+  chart.series.push_back(std::move(s));
+  return chart;
+}
+
+}  // namespace
+
+const PointNumbers* SweepNumbers::find(const std::function<bool(const ModelConfig&)>& where) const {
+  for (const PointNumbers& p : points) {
+    if (where(p.config.model)) return &p;
+  }
+  return nullptr;
+}
+
+SweepNumbers sweep_numbers(const std::string& name, const SweepPlan& plan, const std::vector<RunResult>& results) {
+  SweepNumbers out{.name = name, .points = {}};
+  for (const PlannedRun& run : plan.runs) {
+    if (!out.points.empty() && out.points.back().point == run.point) continue;
+    std::vector<double> loss, excess, speed;
+    PointNumbers p{.point = run.point, .config = run.config, .val_loss = {}, .excess_loss = {}, .tokens_per_s = {}};
+    for (const RunResult& r : results) {
+      if (r.run->point != run.point) continue;
+      loss.push_back(r.final_val_loss);
+      if (const double e = excess_of(r); std::isfinite(e)) excess.push_back(e);
+      speed.push_back(r.tokens_per_s);
+      p.parameters = r.parameters;
+      p.attention_parameters = r.attention_parameters;
+    }
+    p.val_loss = seed_stats(loss);
+    p.excess_loss = seed_stats(excess);
+    p.tokens_per_s = seed_stats(speed);
+    out.points.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string format_stats(const SeedStats& s, int decimals) {
+  if (s.n == 0 || !std::isfinite(s.mean)) return "n/a";
+  const std::string sd = std::isfinite(s.sd) ? fmt::format("{:.{}f}", s.sd, decimals) : "n/a";
+  return fmt::format("{:.{}f} (sd {}, n {})", s.mean, decimals, sd, s.n);
+}
+
+ClaimRow assess_mha_parameters(const SweepNumbers* heads) {
+  ClaimRow row{.id = "1",
+               .claim = "MHA parameters are 4 d_model^2 whatever the head count",
+               .experiment = "count_parameters (nn/param_count.hpp) of one block: d_model 512 with 1 to 16 heads "
+                             "(d_k = d_model / h); d_model 4096 with 32 heads of d_k 128, then 8 KV heads; and the "
+                             "trained runs' own attention counts in 4-heads-lags",
+               .sweeps = {},
+               .prediction = "W_Q, W_K, W_V and W_O are d_model x h d_k = d_model^2 each at h d_k = d_model: 4 d_model^2 "
+                             "= 1,048,576 at 512; W_Q = 16,777,216 (16.8M) and 67,108,864 (~67M) per layer at 4096; "
+                             "8 KV heads make W_K and W_V 4 times smaller",
+               .rule = "supported iff every count equals its formula exactly; contradicted if one differs",
+               .numbers = {},
+               .plot_svg = {},
+               .verdict = Verdict::inconclusive,
+               .finding = {},
+               .summary = {}};
+#ifndef HEADROOM_HAS_PARAM_COUNT
+  (void)heads;
+  return row;
+#else
+  std::vector<ExactCheck> checks;
+  auto block = [](std::size_t d_model, std::size_t heads, std::size_t d_k, std::size_t kv_heads) {
+    ModelConfig m;
+    m.vocab = 256;
+    m.d_model = d_model;
+    m.n_layers = 1;
+    m.n_heads = heads;
+    m.n_kv_heads = kv_heads;
+    m.d_k = d_k;
+    m.max_len = 128;
+    return count_parameters(m, 128).layers.at(0);
+  };
+  svg::Chart chart{.title = "Attention weights of one block, d_model 512",
+                   .x = axis("query heads h (d_k = 512 / h)", svg::Scale::log),
+                   .y = axis("weights (W_Q + W_K + W_V + W_O)"),
+                   .series = {}};
+  svg::Series counted = series("count_parameters"), formula = series("4 d_model^2");
+  for (std::size_t h : {1, 2, 4, 8, 16}) {
+    const LayerParams l = block(512, h, 0, 0);
+    checks.push_back({fmt::format("d_model 512, {} heads: attention weights", h), 4.0 * 512 * 512,
+                      static_cast<double>(l.attention_weights())});
+    counted.x.push_back(h);
+    counted.y.push_back(static_cast<double>(l.attention_weights()));
+    formula.x.push_back(h);
+    formula.y.push_back(4.0 * 512 * 512);
+    chart.x.ticks.push_back(h);
+  }
+  chart.series = {formula, counted};
+  const LayerParams big = block(4096, 32, 128, 0);
+  checks.push_back({"d_model 4096, 32 heads, d_k 128: W_Q", 4096.0 * 4096, static_cast<double>(big.q.weights)});
+  checks.push_back({"d_model 4096, 32 heads, d_k 128: attention weights per layer", 4.0 * 4096 * 4096,
+                    static_cast<double>(big.attention_weights())});
+  const LayerParams gqa = block(4096, 32, 128, 8);
+  checks.push_back({"the same with 8 KV heads: W_K", 4096.0 * 4096 / 4, static_cast<double>(gqa.k.weights)});
+  checks.push_back({"the same with 8 KV heads: W_V", 4096.0 * 4096 / 4, static_cast<double>(gqa.v.weights)});
+  if (heads != nullptr) {
+    row.sweeps.push_back(heads->name);
+    for (const PointNumbers& p : heads->points) {
+      if (p.parameters == 0) continue;  // not finished
+      const ModelConfig& m = p.config.model;
+      if (m.n_heads * m.d_k != m.d_model || m.n_kv_heads != m.n_heads) continue;
+      // With biases: 4 d^2 weights and 4 d biases (q, k, v: h d_k each; out: d_model).
+      const double d = static_cast<double>(m.d_model);
+      checks.push_back({fmt::format("{}: run's attention parameters (d_model {}, biases included)", p.point,
+                                    m.d_model),
+                        4 * d * d + (m.bias ? 4 * d : 0), static_cast<double>(p.attention_parameters)});
+    }
+  }
+  std::size_t equal = 0;
+  for (const ExactCheck& c : checks) {
+    row.numbers.push_back(fmt::format("{}: {} (formula {}){}", c.what, count(static_cast<std::size_t>(c.measured)),
+                                      count(static_cast<std::size_t>(c.expected)),
+                                      c.measured == c.expected ? "" : " DIFFERS"));
+    if (c.measured == c.expected) ++equal;
+  }
+  row.verdict = exact_rule(checks);
+  row.plot_svg = svg::render({chart}, "Claim 1: attention weights against the head count");
+  row.summary = fmt::format("{} of {} counts equal the formula; W_Q at 4096/32 heads: {}", equal, checks.size(),
+                            count(big.q.weights));
+  row.finding = fmt::format("The counter {} the formula: {} of {} counts are exact.", verdict_word(row.verdict), equal,
+                            checks.size());
+  return row;
+#endif
+}
+
+std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::vector<InitPoint>& init) {
+  // 2a: per seed, the slope of log(score sd) against log(d_k), for each scale.
+  std::map<std::uint64_t, std::map<std::size_t, double>> scaled_sd, unscaled_sd;  // seed -> d_k -> sd
+  std::map<std::pair<std::size_t, bool>, std::vector<double>> sd_at, entropy_at, max_entropy_at;
+  for (const InitPoint& p : init) {
+    (p.scaled ? scaled_sd : unscaled_sd)[p.seed][p.d_k] = p.attention.score_sd;
+    sd_at[{p.d_k, p.scaled}].push_back(p.attention.score_sd);
+    entropy_at[{p.d_k, p.scaled}].push_back(p.attention.entropy);
+    max_entropy_at[{p.d_k, p.scaled}].push_back(p.attention.max_entropy);
+  }
+  auto slopes = [](const std::map<std::uint64_t, std::map<std::size_t, double>>& by_seed) {
+    std::vector<double> out;
+    for (const auto& [seed, curve] : by_seed) {
+      std::vector<double> x, y;
+      for (const auto& [d_k, sd] : curve) {
+        x.push_back(static_cast<double>(d_k));
+        y.push_back(sd);
+      }
+      const double slope = log_log_slope(x, y);
+      if (std::isfinite(slope)) out.push_back(slope);
+    }
+    return seed_stats(out);
+  };
+  const SeedStats unscaled_slope = slopes(unscaled_sd), scaled_slope = slopes(scaled_sd);
+
+  ClaimRow a{.id = "2a",
+             .claim = "Dividing scores by sqrt(d_k) keeps softmax trainable: without it the scores grow as sqrt(d_k)",
+             .experiment = "at initialisation (GPT-2 init, N(0, 0.02^2)), on validation rows of lags: the within-row "
+                           "sd of the attention scores (read from log w) and the attention entropy, for attn_scale "
+                           "1/sqrt(d_k) and 1, 2 heads at d_model 64 with pre-LayerNorm, d_k across the grid",
+             .sweeps = {sweep.name},
+             .prediction = "q.k sums d_k products of independent terms, so its sd grows as sqrt(d_k): slope 0.5 of "
+                           "log sd against log d_k unscaled, 0 scaled",
+             .rule = fmt::format("slope rule per scale on one fitted slope per seed, tolerance {}: supported when "
+                                 "both mean slopes are within it of 0.5 (unscaled) and 0 (scaled); contradicted when "
+                                 "either is off by more than the tolerance plus 2 standard errors",
+                                 kSlopeTolerance),
+             .numbers = {},
+             .plot_svg = {},
+             .verdict = Verdict::inconclusive,
+             .finding = {},
+             .summary = {}};
+  a.numbers.push_back(fmt::format("slope of log score sd vs log d_k, attn_scale 1: {}", format_stats(unscaled_slope, 3)));
+  a.numbers.push_back(fmt::format("slope, attn_scale 1/sqrt(d_k): {}", format_stats(scaled_slope, 3)));
+  svg::Chart sd_chart{.title = "Score sd at initialisation", .x = axis("d_k", svg::Scale::log),
+                      .y = axis("within-row sd of the scores", svg::Scale::log), .series = {}};
+  svg::Chart ent_chart{.title = "Attention entropy at initialisation", .x = axis("d_k", svg::Scale::log),
+                       .y = axis("entropy (nats; uniform weights: the dashed maximum)"), .series = {}};
+  for (bool scaled : {false, true}) {
+    const std::string name = scaled ? "attn_scale 1/sqrt(d_k)" : "attn_scale 1";
+    svg::Series sd = series(name), ent = series(name), uniform = series("uniform (log keys seen)");
+    for (const auto& [key, values] : sd_at) {
+      if (key.second != scaled) continue;
+      const SeedStats s = seed_stats(values), e = seed_stats(entropy_at[key]), m = seed_stats(max_entropy_at[key]);
+      add(sd, static_cast<double>(key.first), s);
+      add(ent, static_cast<double>(key.first), e);
+      add(uniform, static_cast<double>(key.first), m);
+      a.numbers.push_back(fmt::format("d_k {}, {}: score sd {}, entropy {} of {:.4f}", key.first, name,
+                                      format_stats(s), format_stats(e), m.mean));
+      if (std::find(sd_chart.x.ticks.begin(), sd_chart.x.ticks.end(), key.first) == sd_chart.x.ticks.end()) {
+        sd_chart.x.ticks.push_back(static_cast<double>(key.first));
+        ent_chart.x.ticks.push_back(static_cast<double>(key.first));
+      }
+    }
+    sd_chart.series.push_back(std::move(sd));
+    ent_chart.series.push_back(std::move(ent));
+    if (!scaled) ent_chart.series.push_back(std::move(uniform));
+  }
+  a.verdict = all_of({slope_rule(unscaled_slope, 0.5, kSlopeTolerance), slope_rule(scaled_slope, 0.0, kSlopeTolerance)});
+  a.plot_svg = svg::render({sd_chart, ent_chart}, "Claim 2: attention scores at initialisation against d_k");
+  a.summary = fmt::format("slope unscaled {:.3f}, scaled {:.3f}", unscaled_slope.mean, scaled_slope.mean);
+  a.finding = fmt::format("The measured slopes ({:.3f} unscaled, {:.3f} scaled) {} the variance argument's 0.5 and 0.",
+                          unscaled_slope.mean, scaled_slope.mean, verdict_word(a.verdict));
+
+  // 2b: the loss reached at the largest d_k.
+  ClaimRow b{.id = "2b",
+             .claim = "Dividing scores by sqrt(d_k) keeps softmax trainable: the scaled model trains to a lower loss",
+             .experiment = "the same models trained on lags; the loss reached at each d_k and scale",
+             .sweeps = {sweep.name},
+             .prediction = "at the largest d_k the unscaled scores saturate the softmax and train worse. With GPT-2's "
+                           "0.02 init the unscaled scores may start too small to saturate, so this may not show",
+             .rule = fmt::format("lower rule on the final loss at the largest d_k, scaled vs unscaled: supported when "
+                                 "the scaled mean is lower beyond seed noise (2 standard errors, Welch); contradicted "
+                                 "when it is higher beyond noise, or both agree within {} nats (the 2-se interval of "
+                                 "the difference inside +-{}); else inconclusive",
+                                 kEqualLossMargin, kEqualLossMargin),
+             .numbers = {},
+             .plot_svg = {},
+             .verdict = Verdict::inconclusive,
+             .finding = {},
+             .summary = {}};
+  std::size_t largest = 0;
+  for (const PointNumbers& p : sweep.points) largest = std::max(largest, p.config.model.d_k);
+  svg::Chart loss_chart{.title = "Loss reached", .x = axis("d_k", svg::Scale::log), .y = axis(""), .series = {}};
+  for (bool scaled : {false, true}) {
+    svg::Series s = series(scaled ? "attn_scale 1/sqrt(d_k)" : "attn_scale 1");
+    for (const PointNumbers& p : sweep.points) {
+      const bool is_scaled = p.config.model.attn_scale.value_or(0) != 1.0;
+      if (is_scaled != scaled) continue;
+      add(s, static_cast<double>(p.config.model.d_k), p.loss());
+      loss_chart.y.label = loss_name(p) + " (nats/token)";
+      if (!scaled) loss_chart.x.ticks.push_back(static_cast<double>(p.config.model.d_k));
+      b.numbers.push_back(fmt::format("d_k {}, attn_scale {}: {} {}", p.config.model.d_k,
+                                      scaled ? "1/sqrt(d_k)" : "1", loss_name(p), format_stats(p.loss())));
+    }
+    loss_chart.series.push_back(std::move(s));
+  }
+  const PointNumbers* with = sweep.find([&](const ModelConfig& m) {
+    return m.d_k == largest && m.attn_scale.value_or(0) != 1.0;
+  });
+  const PointNumbers* without = sweep.find([&](const ModelConfig& m) {
+    return m.d_k == largest && m.attn_scale.value_or(0) == 1.0;
+  });
+  if (with != nullptr && without != nullptr) {
+    b.verdict = lower_rule(with->loss(), without->loss(), kEqualLossMargin);
+    b.summary = fmt::format("d_k {}: scaled {:.4f}, unscaled {:.4f}", largest, with->loss().mean, without->loss().mean);
+    b.finding = fmt::format("At d_k {} the scaled model reached {} and the unscaled one {}: the measurement {} the "
+                            "prediction.",
+                            largest, format_stats(with->loss()), format_stats(without->loss()),
+                            verdict_word(b.verdict));
+  } else {
+    b.finding = "The sweep has no finished pair at its largest d_k.";
+  }
+  b.plot_svg = svg::render({loss_chart}, "Claim 2: loss reached against d_k, scaled and unscaled");
+  return {a, b};
+}
+
+ClaimRow assess_concat_sum(const SweepNumbers& sweep) {
+  ClaimRow row{.id = "3",
+               .claim = "Concatenating heads beats summing them, at equal parameters",
+               .experiment = "lags, 1 layer, attention only, no LayerNorm, no biases, 3 heads of d_k 8 at d_model 24: "
+                             "head_combine concat with d_v 8 against sum with d_v 12, which have the same weights; "
+                             "the unmatched pairs (concat d_v 12, sum d_v 8) are shown too",
+               .sweeps = {sweep.name},
+               .prediction = "summed heads pass one d_v-wide vector to out_proj (rank 12 < the 16 token tables need); "
+                             "concatenated ones pass h d_v = 24, so concat reaches a lower loss",
+               .rule = fmt::format("lower rule on the final loss, concat (d_v 8) vs sum (d_v 12): supported when "
+                                   "concat's mean is lower beyond seed noise; contradicted when higher beyond noise "
+                                   "or equal within {} nats; else inconclusive",
+                                   kEqualLossMargin),
+               .numbers = {},
+               .plot_svg = {},
+               .verdict = Verdict::inconclusive,
+               .finding = {},
+               .summary = {}};
+  svg::Chart chart{.title = "Loss reached", .x = axis("d_v"), .y = axis(""), .series = {}};
+  for (HeadCombine combine : {HeadCombine::concat, HeadCombine::sum}) {
+    svg::Series s = series(combine == HeadCombine::concat ? "concat" : "sum");
+    for (const PointNumbers& p : sweep.points) {
+      if (p.config.model.head_combine != combine) continue;
+      add(s, static_cast<double>(p.config.model.d_v), p.loss());
+      chart.y.label = loss_name(p) + " (nats/token)";
+      if (combine == HeadCombine::concat) chart.x.ticks.push_back(static_cast<double>(p.config.model.d_v));
+      row.numbers.push_back(fmt::format("{}, d_v {}: {} parameters ({} attention); {} {}", s.name, p.config.model.d_v,
+                                        count(p.parameters), count(p.attention_parameters), loss_name(p),
+                                        format_stats(p.loss())));
+    }
+    chart.series.push_back(std::move(s));
+  }
+  const PointNumbers* concat =
+      sweep.find([](const ModelConfig& m) { return m.head_combine == HeadCombine::concat && m.d_v == m.d_k; });
+  const PointNumbers* sum = sweep.find([](const ModelConfig& m) {
+    return m.head_combine == HeadCombine::sum && m.d_v * (m.n_heads + 1) == 2 * m.n_heads * m.d_k;
+  });
+  if (concat != nullptr && sum != nullptr) {
+    row.verdict = lower_rule(concat->loss(), sum->loss(), kEqualLossMargin);
+    row.summary = fmt::format("concat {:.4f} vs sum {:.4f} ({} vs {} parameters)", concat->loss().mean,
+                              sum->loss().mean, count(concat->parameters), count(sum->parameters));
+    row.finding = fmt::format("At {} vs {} parameters, concat reached {} and sum {}: the measurement {} the prediction.",
+                              count(concat->parameters), count(sum->parameters), format_stats(concat->loss()),
+                              format_stats(sum->loss()), verdict_word(row.verdict));
+  } else {
+    row.finding = "The sweep has no matched pair of points.";
+  }
+  row.plot_svg = svg::render({chart}, "Claim 3: concatenated vs summed heads");
+  return row;
+}
+
+ClaimRow assess_several_heads(const SweepNumbers& sweep, std::size_t lags) {
+  ClaimRow row{.id = "4",
+               .claim = "Several heads beat one at equal parameters",
+               .experiment = fmt::format("lags (|K| = {}), 1 layer, attention only, no LayerNorm, d_model 48, "
+                                         "d_k = 48 / h (fixed computation): excess loss against h",
+                                         lags),
+               .sweeps = {sweep.name},
+               .prediction = fmt::format("one head applies one token table to all it reads, so it cannot fit "
+                                         "A_1[u] + A_2[v]: excess > 0 for h < {0}, about 0 for h >= {0}",
+                                         lags),
+               .rule = fmt::format("both of: (i) lower rule, the excess at h = {0} vs h = 1 (lower beyond seed noise "
+                                   "supports; higher beyond noise, or equal within {1} nats, contradicts); (ii) "
+                                   "near-zero rule, the excess at h = {0}: mean + 2 se <= {2} nats supports, mean - 2 "
+                                   "se > {2} contradicts. Contradicted if either part is, supported if both are",
+                                   lags, kEqualLossMargin, kNearZeroExcess),
+               .numbers = {},
+               .plot_svg = {},
+               .verdict = Verdict::inconclusive,
+               .finding = {},
+               .summary = {}};
+  for (const PointNumbers* p : by_heads(sweep)) {
+    if (p->config.model.n_heads <= 16) row.numbers.push_back(heads_line(*p));
+  }
+  const PointNumbers* one = sweep.find([](const ModelConfig& m) { return m.n_heads == 1; });
+  const PointNumbers* elbow = sweep.find([&](const ModelConfig& m) { return m.n_heads == lags; });
+  if (one != nullptr && elbow != nullptr) {
+    const Verdict beats = lower_rule(elbow->loss(), one->loss(), kEqualLossMargin);
+    const Verdict zero = near_zero_rule(elbow->loss(), kNearZeroExcess);
+    row.verdict = all_of({beats, zero});
+    row.summary = fmt::format("excess h=1 {:.4f}, h={} {:.4f}", one->loss().mean, lags, elbow->loss().mean);
+    row.finding = fmt::format(
+        "One head: {}; {} heads: {}. {} heads {} one beyond noise ({}), and their excess is {} ({}). The measurement "
+        "{} the prediction.",
+        format_stats(one->loss()), lags, format_stats(elbow->loss()), lags,
+        beats == Verdict::supported ? "beat" : beats == Verdict::contradicted ? "do not beat" : "are not shown to beat",
+        to_string(beats),
+        zero == Verdict::supported ? "about 0" : zero == Verdict::contradicted ? "clearly above 0" : "not shown near 0",
+        to_string(zero), verdict_word(row.verdict));
+  } else {
+    row.finding = fmt::format("The sweep lacks h = 1 or h = {} among its finished points.", lags);
+  }
+  row.plot_svg = svg::render({loss_vs_heads(sweep, "lags, fixed computation")},
+                             "Claims 4 and 5: excess loss against the head count");
+  return row;
+}
+
+std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const SweepNumbers& recall) {
+  auto assess = [](const SweepNumbers& sweep, ClaimRow row) {
+    const std::vector<const PointNumbers*> points = by_heads(sweep);
+    for (const PointNumbers* p : points) row.numbers.push_back(heads_line(*p));
+    const PointNumbers* narrowest = nullptr;
+    std::vector<const PointNumbers*> wider;
+    for (const PointNumbers* p : points) {
+      if (narrowest == nullptr || p->config.model.d_k < narrowest->config.model.d_k) narrowest = p;
+    }
+    for (const PointNumbers* p : points) {
+      if (p != narrowest && p->config.model.n_heads >= 2 && p->config.model.d_k >= 3) wider.push_back(p);
+    }
+    const PointNumbers* best = lowest(wider);
+    if (narrowest != nullptr && best != nullptr) {
+      row.verdict = lower_rule(best->loss(), narrowest->loss(), kEqualLossMargin);
+      row.summary = fmt::format("d_k {}: {:.4f}; best (h={}, d_k {}): {:.4f}", narrowest->config.model.d_k,
+                                narrowest->loss().mean, best->config.model.n_heads, best->config.model.d_k,
+                                best->loss().mean);
+      row.finding = fmt::format("Heads of d_k {} reached {}; the best wider heads (h={}, d_k {}) {}. The measurement {} "
+                                "the prediction.",
+                                narrowest->config.model.d_k, format_stats(narrowest->loss()),
+                                best->config.model.n_heads, best->config.model.d_k, format_stats(best->loss()),
+                                verdict_word(row.verdict));
+    } else {
+      row.finding = "The sweep has too few finished points to compare.";
+    }
+    return row;
+  };
+  const std::string rule = fmt::format(
+      "lower rule, the best (lowest mean) point with h >= 2 and d_k >= 3 vs the narrowest heads: supported when the "
+      "best is lower beyond seed noise; contradicted when the narrowest is lower beyond noise, or both are equal "
+      "within {} nats; else inconclusive",
+      kEqualLossMargin);
+  ClaimRow a = assess(lags, {.id = "5a",
+                             .claim = "Too many heads hurt: heads too narrow to carry a token's table",
+                             .experiment = "the sweep of claim 4 out to d_k 2 and 1 (h = 24, 48)",
+                             .sweeps = {lags.name},
+                             .prediction = "at d_k 1-2 a head's query-key product can barely tell positions apart, "
+                                           "so the excess rises again past some h: the other side of the U",
+                             .rule = rule,
+                             .numbers = {},
+                             .plot_svg = {},
+                             .verdict = Verdict::inconclusive,
+                             .finding = {},
+                             .summary = {}});
+  a.plot_svg = svg::render({loss_vs_heads(lags, "lags, fixed computation")},
+                           "Claim 5: loss against the head count, out to d_k 1");
+  ClaimRow b = assess(recall, {.id = "5b",
+                               .claim = "Too many heads hurt: narrow heads fail at matching many keys",
+                               .experiment = "recall with 64 keys (--vocab 131), d_model 48, d_k = 48 / h",
+                               .sweeps = {recall.name},
+                               .prediction = "picking one key of 64 by a d_k-wide dot product needs width: the "
+                                             "narrowest heads (d_k 1) fail first",
+                               .rule = rule,
+                               .numbers = {},
+                               .plot_svg = {},
+                               .verdict = Verdict::inconclusive,
+                               .finding = {},
+                               .summary = {}});
+  b.plot_svg = svg::render({loss_vs_heads(recall, "recall, 64 keys")}, "Claim 5: recall loss against the head count");
+  return {a, b};
+}
+
+ClaimRow assess_kv_heads(const SweepNumbers& sweep) {
+  ClaimRow row{.id = "6",
+               .claim = "MQA/GQA shrink the KV cache by h/g",
+               .experiment = "lags, 1 layer, attention only, 8 query heads of d_k 6 at d_model 48, with g = 8, 4 and 1 "
+                             "key/value heads: KV-cache bytes per token from count_parameters, and the loss reached",
+               .sweeps = {sweep.name},
+               .prediction = "K and V are cached per KV head, so the cache is g/h of MHA's; the loss may cost a little",
+               .rule = "supported iff every point's KV bytes per token equals MHA's times g/h exactly; the loss cost is "
+                       "reported against MHA with the noise rule, and does not enter the verdict",
+               .numbers = {},
+               .plot_svg = {},
+               .verdict = Verdict::inconclusive,
+               .finding = {},
+               .summary = {}};
+  const PointNumbers* mha = sweep.find([](const ModelConfig& m) { return m.n_kv_heads == m.n_heads; });
+  std::vector<ExactCheck> checks;
+  svg::Chart bytes{.title = "KV cache per token", .x = axis("key/value heads g", svg::Scale::log),
+                   .y = axis("bytes per token (float32, all layers)"), .series = {}};
+  svg::Chart loss{.title = "Loss reached", .x = axis("key/value heads g", svg::Scale::log), .y = axis(""),
+                  .series = {}};
+  svg::Series b = series("count_parameters"), l = series("mean over seeds (bars: sd)");
+#ifdef HEADROOM_HAS_PARAM_COUNT
+  if (mha != nullptr) {
+    const double full = static_cast<double>(count_parameters(mha->config.model, mha->config.data.seq_len).kv_cache_bytes_per_token);
+    std::vector<const PointNumbers*> points;
+    for (const PointNumbers& p : sweep.points) points.push_back(&p);
+    std::sort(points.begin(), points.end(), [](const PointNumbers* x, const PointNumbers* y) {
+      return x->config.model.n_kv_heads > y->config.model.n_kv_heads;
+    });
+    for (const PointNumbers* p : points) {
+      const ModelConfig& m = p->config.model;
+      const double kv = static_cast<double>(count_parameters(m, p->config.data.seq_len).kv_cache_bytes_per_token);
+      const double expected = full * static_cast<double>(m.n_kv_heads) / static_cast<double>(m.n_heads);
+      checks.push_back({fmt::format("g={}", m.n_kv_heads), expected, kv});
+      b.x.push_back(static_cast<double>(m.n_kv_heads));
+      b.y.push_back(kv);
+      add(l, static_cast<double>(m.n_kv_heads), p->loss());
+      bytes.x.ticks.push_back(static_cast<double>(m.n_kv_heads));
+      loss.x.ticks.push_back(static_cast<double>(m.n_kv_heads));
+      loss.y.label = loss_name(*p) + " (nats/token)";
+      const bool differs = p != mha && differs_beyond_noise(p->loss(), mha->loss());
+      row.numbers.push_back(fmt::format(
+          "g={}: {} KV bytes per token (h/g = {}: MHA's / {}); {} {}{}", m.n_kv_heads, count(static_cast<std::size_t>(kv)),
+          m.n_heads / m.n_kv_heads, full / kv, loss_name(*p), format_stats(p->loss()),
+          p == mha ? "" : differs ? ", differs from MHA beyond noise" : ", within noise of MHA"));
+    }
+  }
+#endif
+  bytes.series.push_back(std::move(b));
+  loss.series.push_back(std::move(l));
+  row.verdict = exact_rule(checks);
+  row.plot_svg = svg::render({bytes, loss}, "Claim 6: KV cache and loss against the key/value heads");
+  row.summary = mha == nullptr ? std::string("no MHA point") : fmt::format("{} of {} KV sizes exact", std::count_if(checks.begin(), checks.end(), [](const ExactCheck& c) { return c.measured == c.expected; }), checks.size());
+  row.finding = fmt::format("The KV sizes {} the h/g prediction; the loss cost is in the numbers.",
+                            verdict_word(row.verdict));
+  return row;
+}
+
+ClaimRow assess_head_time(const SweepNumbers& sweep) {
+  ClaimRow row{.id = "7",
+               .claim = "More heads at fixed computation cost time",
+               .experiment = "the runs of claim 4: training tokens per second against h (d_k = 48 / h), from results",
+               .sweeps = {sweep.name},
+               .prediction = "the FLOPs are the same at every h, but more, smaller matrix products (and softmaxes over "
+                             "h rows) run slower per FLOP, so tokens/s falls as h grows",
+               .rule = fmt::format("lower rule on tokens/s, the most heads with h <= 16 vs h = 1: supported when it "
+                                   "is lower beyond seed noise; contradicted when higher beyond noise, or equal within "
+                                   "{:.0f}% of h = 1's; else inconclusive. Runs share the machine's cores with each "
+                                   "other and anything else running, which is in the noise",
+                                   100 * kTimeMargin),
+               .numbers = {},
+               .plot_svg = {},
+               .verdict = Verdict::inconclusive,
+               .finding = {},
+               .summary = {}};
+  svg::Chart chart{.title = "Training speed", .x = axis("query heads h (d_k = 48 / h)", svg::Scale::log),
+                   .y = axis("tokens per second"), .series = {}};
+  svg::Series s = series("mean over seeds (bars: sd)");
+  const PointNumbers* one = nullptr;
+  const PointNumbers* most = nullptr;
+  for (const PointNumbers* p : by_heads(sweep)) {
+    const std::size_t h = p->config.model.n_heads;
+    add(s, static_cast<double>(h), p->tokens_per_s);
+    chart.x.ticks.push_back(static_cast<double>(h));
+    row.numbers.push_back(fmt::format("h={}: {} tokens/s", h, format_stats(p->tokens_per_s, 0)));
+    if (h == 1) one = p;
+    if (h <= 16 && h > 1) most = p;
+  }
+  chart.series.push_back(std::move(s));
+  if (one != nullptr && most != nullptr) {
+    row.verdict = lower_rule(most->tokens_per_s, one->tokens_per_s, kTimeMargin * one->tokens_per_s.mean);
+    row.summary = fmt::format("tokens/s h=1 {:.0f}, h={} {:.0f}", one->tokens_per_s.mean,
+                              most->config.model.n_heads, most->tokens_per_s.mean);
+    row.finding = fmt::format("One head trained {} tokens/s, {} heads {}: the measurement {} the prediction.",
+                              format_stats(one->tokens_per_s, 0), most->config.model.n_heads,
+                              format_stats(most->tokens_per_s, 0), verdict_word(row.verdict));
+  } else {
+    row.finding = "The sweep lacks h = 1 or a larger h up to 16 among its finished points.";
+  }
+  row.plot_svg = svg::render({chart}, "Claim 7: training speed against the head count");
+  return row;
+}
+
+}  // namespace headroom

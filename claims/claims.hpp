@@ -1,0 +1,92 @@
+// The claims of `headroom claims` (docs/cli/claims.md), each assessed from numbers:
+// the parameter counter's counts, the attention at initialisation, and the seed
+// statistics of the sweeps' finished runs. Every function here is pure, so the tests
+// feed it numbers made up for the purpose; run_claims (claims/run.hpp) feeds it the
+// sweeps'.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ablate/report.hpp"
+#include "claims/init_scores.hpp"
+#include "claims/verdict.hpp"
+#include "train/config.hpp"
+
+namespace headroom {
+
+// The tolerances the verdict rules are given (docs/cli/claims.md#verdict-rules).
+inline constexpr double kEqualLossMargin = 0.02;  // nats: two losses closer than this are equal
+inline constexpr double kNearZeroExcess = 0.05;   // nats: an excess loss this small is "about 0"
+inline constexpr double kSlopeTolerance = 0.1;    // a fitted log-log slope this close is the predicted one
+inline constexpr double kTimeMargin = 0.05;       // step times within 5% are equal
+
+// One grid point of a sweep: its config (the first run's, seed aside) and its numbers over seeds.
+struct PointNumbers {
+  std::string point;                 // "h4-dk12"
+  TrainConfig config;                // finalized: every model value resolved
+  SeedStats val_loss, excess_loss, tokens_per_s;
+  std::size_t parameters = 0, attention_parameters = 0;
+  // The loss the claims compare: the excess loss where the task knows its Bayes loss,
+  // else the validation loss.
+  const SeedStats& loss() const { return excess_loss.n > 0 ? excess_loss : val_loss; }
+  bool has_excess() const { return excess_loss.n > 0; }
+};
+
+struct SweepNumbers {
+  std::string name;                  // "4-heads-lags"
+  std::vector<PointNumbers> points;  // grid order; a point with no finished run has n = 0
+  // The first point whose model the predicate accepts, or nullptr.
+  const PointNumbers* find(const std::function<bool(const ModelConfig&)>& where) const;
+};
+
+// A sweep's numbers from its plan and its finished runs (collect_results).
+SweepNumbers sweep_numbers(const std::string& name, const SweepPlan& plan, const std::vector<RunResult>& results);
+
+// Claim 2's measurement at initialisation, one per run of its sweep.
+struct InitPoint {
+  std::size_t d_k = 0;
+  bool scaled = true;  // attn_scale 1/sqrt(d_k); false: 1
+  std::uint64_t seed = 0;
+  InitAttention attention{};
+};
+
+// One row of the report.
+struct ClaimRow {
+  std::string id;                    // "4", "5a"
+  std::string claim;                 // the claim, in the seeds' words
+  std::string experiment;            // what was run or counted
+  std::vector<std::string> sweeps;   // the sweep directories it reads
+  std::string prediction;            // what the claim predicts here
+  std::string rule;                  // the verdict rule, with its numbers
+  std::vector<std::string> numbers;  // one line each: "h=1: excess 0.2130 (sd 0.0110, n 5)"
+  std::string plot_svg;              // an SVG document, or empty
+  Verdict verdict = Verdict::inconclusive;
+  std::string finding;               // what was found, plainly, against the prediction
+  std::string summary;               // the headline numbers, for the table
+};
+
+// "0.2130 (sd 0.0110, n 5)"; "n/a" when nothing finished; "(sd n/a, n 1)".
+std::string format_stats(const SeedStats& s, int decimals = 4);
+
+// 1: MHA parameters are 4 d_model^2 whatever the head count, from count_parameters,
+// and the trained runs' own attention counts (biases included) from `heads`, when given.
+ClaimRow assess_mha_parameters(const SweepNumbers* heads);
+// 2a: the score sd at initialisation against d_k (slope 0.5 unscaled, 0 scaled);
+// 2b: the loss reached, scaled vs unscaled at the largest d_k.
+std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::vector<InitPoint>& init);
+// 3: concatenated vs summed heads at equal weights (the matched pair of points).
+ClaimRow assess_concat_sum(const SweepNumbers& sweep);
+// 4: several heads beat one: the excess at h = lags vs h = 1, and the excess at h = lags about 0.
+ClaimRow assess_several_heads(const SweepNumbers& sweep, std::size_t lags);
+// 5a: on lags, the narrowest heads against the best of h = 2..16; 5b: the same on recall.
+std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const SweepNumbers& recall);
+// 6: the KV cache shrinks by h/g exactly (count_parameters), and the loss cost of sharing.
+ClaimRow assess_kv_heads(const SweepNumbers& sweep);
+// 7: more heads at fixed computation cost time: tokens/s at the most heads of h <= 16 vs one head.
+ClaimRow assess_head_time(const SweepNumbers& sweep);
+
+}  // namespace headroom

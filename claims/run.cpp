@@ -1,0 +1,163 @@
+#include "claims/run.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "ablate/report.hpp"
+#include "nn/safetensors.hpp"
+#include "nn/strict_json.hpp"
+
+namespace headroom {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The target accuracy ablate's reports use for steps-to-target (its default).
+constexpr double kTargetAccuracy = 0.99;
+// Rows of validation data claim 2 looks at per model at initialisation.
+constexpr std::size_t kInitRows = 64;
+// lags' default offsets K = {1, 2}: the elbow claim 4 predicts.
+constexpr std::size_t kDefaultLags = 2;
+
+[[noreturn]] void bad(const std::string& message) { throw std::invalid_argument(message); }
+
+// The claim-2 measurement of every model of its sweep, before training.
+std::vector<InitPoint> measure_init(const SweepPlan& plan) {
+  std::vector<InitPoint> out;
+  for (const PlannedRun& run : plan.runs) {
+    const ModelConfig& m = run.config.model;
+    out.push_back({.d_k = m.d_k,
+                   .scaled = m.attn_scale.value_or(0) != 1.0,
+                   .seed = run.seed,
+                   .attention = init_attention(run.config, run.seed, kInitRows)});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<SweepPlan> plan_study(const Study& study) {
+  std::vector<SweepPlan> plans;
+  for (const ClaimSweep& s : study.sweeps) {
+    const SweepSpec spec = s.spec();
+    check_grid_size(spec, kDefaultMaxRuns);
+    plans.push_back(plan_sweep(spec));
+  }
+  return plans;
+}
+
+void check_claims_dir(const Study& study, const std::vector<SweepPlan>& plans, const fs::path& dir, std::size_t jobs) {
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) bad(fmt::format("--out {} exists and is not a directory", dir.string()));
+    const fs::path file = dir / "claims.json";
+    if (!fs::exists(file, ec)) {
+      if (fs::directory_iterator(dir, ec) != fs::directory_iterator()) {
+        bad(fmt::format("--out {} is not empty and holds no claims.json (not a headroom claims directory): give a "
+                        "new or empty directory",
+                        dir.string()));
+      }
+    } else {
+      const nlohmann::json stored = read_strict_json_file(file);
+      const nlohmann::json wanted = study_json(study);
+      if (stored != wanted) {
+        const std::string was = stored.is_object() && stored.contains("budget") && stored.contains("seeds")
+                                    ? fmt::format("budget {}, {} seeds", stored["budget"].dump(), stored["seeds"].dump())
+                                    : std::string("other settings");
+        bad(fmt::format("--out {} holds a claims study made with {}, not budget \"{}\", {} seeds: give another --out, "
+                        "or the settings that made it",
+                        dir.string(), was, to_string(study.budget), study.seeds));
+      }
+    }
+  }
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    check_sweep_dir(dir / study.sweeps[i].name, plans[i]);
+    check_sweep_memory(plans[i], jobs);
+  }
+}
+
+std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPlan>& plans, const fs::path& dir) {
+  std::vector<SweepNumbers> numbers;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const fs::path sweep_dir = dir / study.sweeps[i].name;
+    std::error_code ec;
+    const std::vector<RunResult> results =
+        fs::exists(sweep_dir, ec) ? collect_results(plans[i], sweep_dir, kTargetAccuracy) : std::vector<RunResult>{};
+    numbers.push_back(sweep_numbers(study.sweeps[i].name, plans[i], results));
+  }
+  auto at = [&](const std::string& name) -> const SweepNumbers& {
+    for (std::size_t i = 0; i < numbers.size(); ++i) {
+      if (study.sweeps[i].name == name) return numbers[i];
+    }
+    throw std::out_of_range(fmt::format("headroom claims: no sweep named {}", name));
+  };
+  const SweepPlan* scale_plan = nullptr;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (study.sweeps[i].name == "2-attn-scale") scale_plan = &plans[i];
+  }
+  std::vector<ClaimRow> rows;
+  rows.push_back(assess_mha_parameters(&at("4-heads-lags")));
+  for (ClaimRow& r : assess_attn_scale(at("2-attn-scale"), scale_plan ? measure_init(*scale_plan) : std::vector<InitPoint>{})) {
+    rows.push_back(std::move(r));
+  }
+  rows.push_back(assess_concat_sum(at("3-concat-vs-sum")));
+  rows.push_back(assess_several_heads(at("4-heads-lags"), kDefaultLags));
+  for (ClaimRow& r : assess_too_many_heads(at("4-heads-lags"), at("5-recall-narrow-heads"))) rows.push_back(std::move(r));
+  rows.push_back(assess_kv_heads(at("6-kv-heads")));
+  rows.push_back(assess_head_time(at("4-heads-lags")));
+  return rows;
+}
+
+ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
+  const std::vector<SweepPlan> plans = plan_study(study);
+  const fs::path& dir = options.out_dir;
+  check_claims_dir(study, plans, dir, options.jobs);  // before anything is written
+
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) bad(fmt::format("cannot create --out {}: {}", dir.string(), ec.message()));
+  if (!fs::exists(dir / "claims.json", ec)) write_file_atomically(dir / "claims.json", study_json(study).dump(2) + "\n");
+
+  auto emit = [&](const ClaimsEvent& e) {
+    if (options.on_event) options.on_event(e);
+  };
+  ClaimsOutcome outcome;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const ClaimSweep& sweep = study.sweeps[i];
+    ClaimsEvent started{.kind = ClaimsEvent::Kind::sweep_started, .index = i + 1, .count = plans.size(),
+                        .sweep = &sweep, .plan = &plans[i], .event = nullptr, .outcome = nullptr};
+    emit(started);
+    AblateOptions ablate{.out_dir = dir / sweep.name,
+                         .jobs = options.jobs,
+                         .shard = {},
+                         .on_event =
+                             [&](const SweepEvent& e) {
+                               ClaimsEvent wrapped = started;
+                               wrapped.kind = ClaimsEvent::Kind::sweep_event;
+                               wrapped.event = &e;
+                               emit(wrapped);
+                             },
+                         .stop_requested = options.stop_requested};
+    outcome.sweeps.push_back(run_sweep(plans[i], ablate));
+    const SweepOutcome& done = outcome.sweeps.back();
+    (void)write_reports(plans[i], dir / sweep.name, kTargetAccuracy);
+    outcome.failed += done.failed.size();
+    ClaimsEvent finished = started;
+    finished.kind = ClaimsEvent::Kind::sweep_finished;
+    finished.outcome = &done;
+    emit(finished);
+    if (done.interrupted) {
+      outcome.interrupted = true;
+      break;
+    }
+  }
+  emit({.kind = ClaimsEvent::Kind::assessing, .index = 0, .count = plans.size(), .sweep = nullptr, .plan = nullptr,
+        .event = nullptr, .outcome = nullptr});
+  outcome.rows = assess_study(study, plans, dir);
+  outcome.markdown = write_claims_report(study, outcome.rows, dir);
+  return outcome;
+}
+
+}  // namespace headroom

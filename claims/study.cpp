@@ -1,0 +1,195 @@
+#include "claims/study.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "train/config.hpp"
+
+namespace headroom {
+namespace {
+
+// What a budget spends. Every sweep trains `steps` steps per run unless it says
+// otherwise; the grids are what docs/cli/claims.md lists.
+struct BudgetNumbers {
+  std::size_t seeds = 0;
+  std::size_t steps = 0, eval_every = 0;
+  std::size_t recall_steps = 0;
+  std::string scale_dks;     // claim 2's d_k grid
+  std::string lag_heads;     // claims 4, 5 and 7: heads at d_model 48, d_k auto
+  std::string recall_heads;  // claim 5: recall heads at d_model 48, d_k auto
+};
+
+BudgetNumbers budget_numbers(Budget budget) {
+  switch (budget) {
+    case Budget::quick:
+      return {.seeds = 3, .steps = 1200, .eval_every = 200, .recall_steps = 1500, .scale_dks = "16,64,256",
+              .lag_heads = "1,2,3,4,8,16,24,48", .recall_heads = "2,8,48"};
+    case Budget::full:
+      return {.seeds = 5, .steps = 4000, .eval_every = 250, .recall_steps = 6000, .scale_dks = "16,32,64,128,256",
+              .lag_heads = "1,2,3,4,8,16,24,48", .recall_heads = "1,2,4,8,16,24,48"};
+    case Budget::smoke:
+      break;
+  }
+  return {.seeds = 2, .steps = 3, .eval_every = 3, .recall_steps = 3, .scale_dks = "16,32",
+          .lag_heads = "1,2,48", .recall_heads = "2,48"};
+}
+
+BaseSetting setting(std::string key, nlohmann::json value, std::string flags) {
+  return {.key = std::move(key), .value = std::move(value), .flags = std::move(flags)};
+}
+
+// The 1-layer attention-only model without LayerNorm of issue 14: a head applies
+// one token table to whatever it reads, so one head cannot fit A_1[u] + A_2[v].
+std::vector<BaseSetting> lags_model(std::size_t d_model, const BudgetNumbers& b) {
+  return {setting("data.task", "lags", "--task lags"),
+          setting("model.n_layers", 1, "--layers 1"),
+          setting("model.attn_only", true, "--attn-only"),
+          setting("model.norm", "none", "--norm none"),
+          setting("model.d_model", d_model, fmt::format("--d-model {}", d_model)),
+          setting("train.steps", b.steps, fmt::format("--steps {}", b.steps)),
+          setting("train.eval_every", b.eval_every, fmt::format("--eval-every {}", b.eval_every))};
+}
+
+}  // namespace
+
+std::string to_string(Budget budget) {
+  switch (budget) {
+    case Budget::quick:
+      return "quick";
+    case Budget::full:
+      return "full";
+    case Budget::smoke:
+      break;
+  }
+  return "smoke";
+}
+
+Budget parse_budget(const std::string& name) {
+  if (name == "quick") return Budget::quick;
+  if (name == "full") return Budget::full;
+  if (name == "smoke") return Budget::smoke;
+  throw std::invalid_argument(fmt::format("budget '{}': expected quick, full or smoke", name));
+}
+
+SweepSpec ClaimSweep::spec() const {
+  // As `headroom ablate` builds its base (cli/train_flags.cpp, build_config): the
+  // task's defaults, the settings, and a warm-up that scales with the run unless given.
+  std::string task = DataConfig{}.task;
+  bool warmup_given = false;
+  nlohmann::json object = nlohmann::json::object();
+  for (const BaseSetting& s : base) {
+    const std::size_t dot = s.key.find('.');
+    const std::string section = s.key.substr(0, dot), key = s.key.substr(dot + 1);
+    if (s.key == "data.task") task = s.value.get<std::string>();
+    if (s.key == "train.warmup") warmup_given = true;
+    object[section][key] = s.value;
+  }
+  SweepSpec spec;
+  spec.base = task_defaults(task);
+  update_from_json(spec.base, object, fmt::format("headroom claims: sweep {}", name));
+  if (!warmup_given) spec.base.optim.warmup = default_warmup(spec.base.optim.steps);
+  for (const AxisFlag& a : axes) {
+    if (a.flag == "--heads") {
+      spec.axes.push_back(parse_count_axis("--heads", "n_heads", a.text, false));
+    } else if (a.flag == "--dk") {
+      spec.axes.push_back(parse_count_axis("--dk", "d_k", a.text, true));
+    } else if (a.flag == "--kv-heads") {
+      spec.axes.push_back(parse_count_axis("--kv-heads", "n_kv_heads", a.text, false));
+    } else {
+      spec.axes.push_back(parse_sweep_flag(a.text));
+    }
+  }
+  spec.seeds = parse_seeds(std::to_string(seeds));
+  return spec;
+}
+
+std::string ClaimSweep::command(const std::filesystem::path& dir) const {
+  std::string out = "headroom ablate";
+  for (const BaseSetting& s : base) out += " " + s.flags;
+  for (const AxisFlag& a : axes) out += fmt::format(" {} {}", a.flag, a.text);
+  out += fmt::format(" --seeds {} --out {}", seeds, (dir / name).string());
+  return out;
+}
+
+const ClaimSweep& Study::sweep(const std::string& name) const {
+  for (const ClaimSweep& s : sweeps) {
+    if (s.name == name) return s;
+  }
+  throw std::out_of_range(fmt::format("headroom claims: no sweep named {}", name));
+}
+
+Study make_study(Budget budget, std::optional<std::size_t> seeds) {
+  const BudgetNumbers b = budget_numbers(budget);
+  if (seeds && *seeds < 2) {
+    throw std::invalid_argument(
+        fmt::format("--seeds {}: the verdicts compare seed means, which needs at least 2 seeds", *seeds));
+  }
+  Study study{.budget = budget, .seeds = seeds.value_or(b.seeds), .sweeps = {}};
+  const std::size_t n = study.seeds;
+
+  // Claim 2: 2 heads of width d_k at d_model 64 with pre-LayerNorm (so the inputs
+  // to the projections have unit variance at any width), scaled by 1/sqrt(d_k)
+  // (null: the default) or not at all.
+  {
+    ClaimSweep s{.name = "2-attn-scale",
+                 .about = "attn_scale 1/sqrt(d_k) (null, the default) vs 1 as d_k grows: claim 2",
+                 .base = {setting("data.task", "lags", "--task lags"), setting("model.n_layers", 1, "--layers 1"),
+                          setting("model.attn_only", true, "--attn-only"),
+                          setting("model.d_model", 64, "--d-model 64"),
+                          setting("train.steps", b.steps, fmt::format("--steps {}", b.steps)),
+                          setting("train.eval_every", b.eval_every, fmt::format("--eval-every {}", b.eval_every))},
+                 .axes = {{"--heads", "2"}, {"--dk", b.scale_dks}, {"--sweep", "attn_scale=null,1"}},
+                 .seeds = n};
+    study.sweeps.push_back(std::move(s));
+  }
+  // Claim 3: 3 heads of d_k 8 at d_model 24, no biases. Concatenated heads with
+  // d_v 8 and summed heads with d_v 12 have the same weights:
+  //   concat: 3 (24 x 24) + (24 x 24) = 2304;  sum: 2 (24 x 24) + (24 x 36) + (12 x 24) = 2304.
+  // Summed heads pass one d_v-wide space to out_proj (rank 12 < V 16 on lags);
+  // concatenated ones pass 3 d_v = 24.
+  {
+    std::vector<BaseSetting> base = lags_model(24, b);
+    base.insert(base.begin() + 5, setting("model.bias", false, "--no-bias"));
+    ClaimSweep s{.name = "3-concat-vs-sum",
+                 .about = "head_combine concat vs sum, d_v 8 and 12 (concat d_v 8 = sum d_v 12 in weights): claim 3",
+                 .base = std::move(base),
+                 .axes = {{"--heads", "3"}, {"--dk", "8"}, {"--sweep", "head_combine=concat,sum"}, {"--sweep", "d_v=8,12"}},
+                 .seeds = n};
+    study.sweeps.push_back(std::move(s));
+  }
+  // Claims 4, 5 and 7: fixed computation (d_k = 48 / h) from one head to d_k 1.
+  study.sweeps.push_back({.name = "4-heads-lags",
+                          .about = "heads at fixed computation on lags, 1 to 48 (d_k 48 to 1): claims 4, 5 and 7",
+                          .base = lags_model(48, b),
+                          .axes = {{"--heads", b.lag_heads}, {"--dk", "auto"}},
+                          .seeds = n});
+  // Claim 5: associative recall with 64 keys (--vocab 131), where a query must pick
+  // one key of 64 by a dot product of width d_k.
+  study.sweeps.push_back(
+      {.name = "5-recall-narrow-heads",
+       .about = "recall with 64 keys at d_model 48, heads to d_k 1: claim 5",
+       .base = {setting("data.task", "recall", "--task recall"), setting("data.vocab", 131, "--vocab 131"),
+                setting("model.d_model", 48, "--d-model 48"),
+                setting("train.steps", b.recall_steps, fmt::format("--steps {}", b.recall_steps)),
+                setting("train.eval_every", b.eval_every, fmt::format("--eval-every {}", b.eval_every))},
+       .axes = {{"--heads", b.recall_heads}, {"--dk", "auto"}},
+       .seeds = n});
+  // Claim 6: 8 query heads sharing 8, 4 or 1 key/value heads.
+  {
+    study.sweeps.push_back({.name = "6-kv-heads",
+                            .about = "8 query heads with 8, 4 and 1 key/value heads (MHA, GQA, MQA): claim 6",
+                            .base = lags_model(48, b),
+                            .axes = {{"--heads", "8"}, {"--kv-heads", budget == Budget::smoke ? "8,1" : "8,4,1"}},
+                            .seeds = n});
+  }
+  return study;
+}
+
+nlohmann::json study_json(const Study& study) {
+  nlohmann::json sweeps = nlohmann::json::array();
+  for (const ClaimSweep& s : study.sweeps) sweeps.push_back(s.name);
+  return {{"kind", "headroom claims"}, {"budget", to_string(study.budget)}, {"seeds", study.seeds}, {"sweeps", sweeps}};
+}
+
+}  // namespace headroom

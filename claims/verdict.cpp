@@ -1,0 +1,98 @@
+#include "claims/verdict.hpp"
+
+#include <cmath>
+
+namespace headroom {
+
+std::string to_string(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::supported:
+      return "supported";
+    case Verdict::contradicted:
+      return "contradicted";
+    case Verdict::inconclusive:
+      break;
+  }
+  return "inconclusive at this budget";
+}
+
+Verdict exact_rule(const std::vector<ExactCheck>& checks) {
+  if (checks.empty()) return Verdict::inconclusive;
+  for (const ExactCheck& c : checks) {
+    if (c.measured != c.expected) return Verdict::contradicted;
+  }
+  return Verdict::supported;
+}
+
+Verdict lower_rule(const SeedStats& a, const SeedStats& b, double margin) {
+  if (a.n < 2 || b.n < 2 || !std::isfinite(a.mean) || !std::isfinite(b.mean) || !std::isfinite(a.sd) ||
+      !std::isfinite(b.sd)) {
+    return Verdict::inconclusive;
+  }
+  const double gap = b.mean - a.mean;
+  if (differs_beyond_noise(a, b)) return gap > 0 ? Verdict::supported : Verdict::contradicted;
+  const double se = std::sqrt(a.sd * a.sd / static_cast<double>(a.n) + b.sd * b.sd / static_cast<double>(b.n));
+  if (std::abs(gap) + 2 * se < margin) return Verdict::contradicted;
+  return Verdict::inconclusive;
+}
+
+namespace {
+
+// Mean and standard error of one quantity over seeds; false below 2 finite seeds.
+bool mean_and_se(const SeedStats& s, double& mean, double& se) {
+  if (s.n < 2 || !std::isfinite(s.mean) || !std::isfinite(s.sd)) return false;
+  mean = s.mean;
+  se = s.sd / std::sqrt(static_cast<double>(s.n));
+  return true;
+}
+
+}  // namespace
+
+Verdict near_zero_rule(const SeedStats& x, double tolerance) {
+  double mean = 0, se = 0;
+  if (!mean_and_se(x, mean, se)) return Verdict::inconclusive;
+  if (mean + 2 * se <= tolerance) return Verdict::supported;
+  if (mean - 2 * se > tolerance) return Verdict::contradicted;
+  return Verdict::inconclusive;
+}
+
+Verdict slope_rule(const SeedStats& slope, double predicted, double tolerance) {
+  double mean = 0, se = 0;
+  if (!mean_and_se(slope, mean, se)) return Verdict::inconclusive;
+  const double off = std::abs(mean - predicted);
+  if (off <= tolerance) return Verdict::supported;
+  if (off - 2 * se > tolerance) return Verdict::contradicted;
+  return Verdict::inconclusive;
+}
+
+Verdict all_of(const std::vector<Verdict>& parts) {
+  if (parts.empty()) return Verdict::inconclusive;
+  bool all_supported = true;
+  for (Verdict v : parts) {
+    if (v == Verdict::contradicted) return Verdict::contradicted;
+    if (v != Verdict::supported) all_supported = false;
+  }
+  return all_supported ? Verdict::supported : Verdict::inconclusive;
+}
+
+double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size() || x.size() < 2) return NAN;
+  double sx = 0, sy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!(x[i] > 0) || !(y[i] > 0) || !std::isfinite(x[i]) || !std::isfinite(y[i])) return NAN;
+    sx += std::log(x[i]);
+    sy += std::log(y[i]);
+  }
+  const double n = static_cast<double>(x.size());
+  const double mx = sx / n, my = sy / n;
+  double sxx = 0, sxy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double dx = std::log(x[i]) - mx;
+    sxx += dx * dx;
+    sxy += dx * (std::log(y[i]) - my);
+  }
+  if (sxx == 0) return NAN;
+  return sxy / sxx;
+}
+
+}  // namespace headroom
