@@ -1,0 +1,287 @@
+// `headroom claims`: the verdict rules on numbers made up for each outcome, claim 1's
+// counts, the claims assessed and written from a fake set of sweep results, the
+// command's one-line errors, and the whole study end to end at the test-only
+// "smoke" budget (a few steps a run: its verdicts mean nothing, its files must exist).
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "claims/claims.hpp"
+#include "claims/run.hpp"
+#include "claims/study.hpp"
+#include "claims/verdict.hpp"
+#include "cli_runner.hpp"
+#include "support.hpp"
+
+namespace hr = headroom;
+namespace fs = std::filesystem;
+
+namespace {
+
+hr::SeedStats stats(double mean, double sd, std::size_t n) { return {.n = n, .mean = mean, .sd = sd}; }
+
+// A point of a lags heads sweep at d_model 48 with `heads` heads of d_k 48 / heads.
+hr::PointNumbers heads_point(std::size_t heads, hr::SeedStats excess, hr::SeedStats speed = {}) {
+  hr::PointNumbers p;
+  p.point = "h" + std::to_string(heads);
+  p.config.model.d_model = 48;
+  p.config.model.n_heads = heads;
+  p.config.model.n_kv_heads = heads;
+  p.config.model.d_k = 48 / heads;
+  p.config.model.d_v = 48 / heads;
+  p.excess_loss = excess;
+  p.val_loss = stats(excess.mean + 1.0, excess.sd, excess.n);
+  p.tokens_per_s = speed;
+  return p;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+// ---- the verdict rules ------------------------------------------------------------
+
+TEST_CASE("claims rules: an exact count is supported only when every count equals its formula") {
+  CHECK(hr::exact_rule({{"a", 4.0, 4.0}, {"b", 1048576.0, 1048576.0}}) == hr::Verdict::supported);
+  CHECK(hr::exact_rule({{"a", 4.0, 4.0}, {"b", 1048576.0, 1048577.0}}) == hr::Verdict::contradicted);
+  CHECK(hr::exact_rule({}) == hr::Verdict::inconclusive);
+}
+
+TEST_CASE("claims rules: the lower rule follows the two-standard-error noise rule and an equality margin") {
+  // se = sqrt(0.01^2/5 + 0.01^2/5) = 0.00632; 2 se = 0.0126.
+  CHECK(hr::lower_rule(stats(0.10, 0.01, 5), stats(0.20, 0.01, 5), 0.02) == hr::Verdict::supported);
+  CHECK(hr::lower_rule(stats(0.20, 0.01, 5), stats(0.10, 0.01, 5), 0.02) == hr::Verdict::contradicted);
+  // Equal: |gap| + 2 se = 0.001 + 0.0126 < 0.02.
+  CHECK(hr::lower_rule(stats(0.100, 0.01, 5), stats(0.101, 0.01, 5), 0.02) == hr::Verdict::contradicted);
+  // A gap of 0.01 within noise of sd 0.05: neither shown lower nor shown equal.
+  CHECK(hr::lower_rule(stats(0.10, 0.05, 5), stats(0.11, 0.05, 5), 0.02) == hr::Verdict::inconclusive);
+  // One seed: the noise is unknown.
+  CHECK(hr::lower_rule(stats(0.10, NAN, 1), stats(0.50, NAN, 1), 0.02) == hr::Verdict::inconclusive);
+  CHECK(hr::lower_rule({}, stats(0.5, 0.01, 5), 0.02) == hr::Verdict::inconclusive);
+}
+
+TEST_CASE("claims rules: near zero and slope rules decide only beyond two standard errors") {
+  // se = 0.01 / sqrt(4) = 0.005.
+  CHECK(hr::near_zero_rule(stats(0.02, 0.01, 4), 0.05) == hr::Verdict::supported);     // 0.03 <= 0.05
+  CHECK(hr::near_zero_rule(stats(0.30, 0.01, 4), 0.05) == hr::Verdict::contradicted);  // 0.29 > 0.05
+  CHECK(hr::near_zero_rule(stats(0.05, 0.01, 4), 0.05) == hr::Verdict::inconclusive);  // 0.04 to 0.06
+  CHECK(hr::near_zero_rule(stats(0.0, NAN, 1), 0.05) == hr::Verdict::inconclusive);
+
+  CHECK(hr::slope_rule(stats(0.47, 0.02, 4), 0.5, 0.1) == hr::Verdict::supported);
+  CHECK(hr::slope_rule(stats(0.02, 0.02, 4), 0.5, 0.1) == hr::Verdict::contradicted);  // 0.48 - 0.02 > 0.1
+  CHECK(hr::slope_rule(stats(0.35, 0.2, 4), 0.5, 0.1) == hr::Verdict::inconclusive);   // 0.15 - 0.2 < 0.1 < 0.15
+  CHECK(hr::slope_rule({}, 0.5, 0.1) == hr::Verdict::inconclusive);
+
+  CHECK(hr::all_of({hr::Verdict::supported, hr::Verdict::supported}) == hr::Verdict::supported);
+  CHECK(hr::all_of({hr::Verdict::supported, hr::Verdict::inconclusive}) == hr::Verdict::inconclusive);
+  CHECK(hr::all_of({hr::Verdict::inconclusive, hr::Verdict::contradicted}) == hr::Verdict::contradicted);
+  CHECK(hr::all_of({}) == hr::Verdict::inconclusive);
+  CHECK(hr::to_string(hr::Verdict::inconclusive) == "inconclusive at this budget");
+}
+
+TEST_CASE("claims rules: the log-log slope of a power law is its exponent") {
+  const std::vector<double> x{16, 32, 64, 128, 256};
+  std::vector<double> root, flat;
+  for (double v : x) {
+    root.push_back(0.3 * std::sqrt(v));
+    flat.push_back(0.7);
+  }
+  CHECK(hr::log_log_slope(x, root) == doctest::Approx(0.5).epsilon(1e-12));
+  CHECK(hr::log_log_slope(x, flat) == doctest::Approx(0.0));
+  CHECK(std::isnan(hr::log_log_slope({16}, {1.0})));
+  CHECK(std::isnan(hr::log_log_slope({16, 32}, {1.0, 0.0})));
+  CHECK(std::isnan(hr::log_log_slope({16, 16}, {1.0, 2.0})));
+}
+
+// ---- the claims from numbers --------------------------------------------------------
+
+TEST_CASE("claim 1: the counter's attention weights are 4 d_model^2 at every head count") {
+  const hr::ClaimRow row = hr::assess_mha_parameters(nullptr);
+  CHECK(row.verdict == hr::Verdict::supported);
+  std::string numbers;
+  for (const std::string& n : row.numbers) numbers += n + "\n";
+  INFO(numbers);
+  CHECK(count_of(numbers, ": 1,048,576 (formula 1,048,576)") == 5);  // d_model 512, h = 1, 2, 4, 8, 16
+  CHECK(numbers.find("W_Q: 16,777,216 (formula 16,777,216)") != std::string::npos);
+  CHECK(numbers.find("per layer: 67,108,864 (formula 67,108,864)") != std::string::npos);
+  CHECK(numbers.find("W_K: 4,194,304 (formula 4,194,304)") != std::string::npos);
+  CHECK(numbers.find("DIFFERS") == std::string::npos);
+
+  // A run that reports another attention count contradicts it.
+  hr::SweepNumbers sweep{.name = "4-heads-lags", .points = {heads_point(2, stats(0.1, 0.01, 3))}};
+  sweep.points[0].parameters = 10000;
+  sweep.points[0].attention_parameters = 4 * 48 * 48 + 4 * 48;
+  CHECK(hr::assess_mha_parameters(&sweep).verdict == hr::Verdict::supported);
+  sweep.points[0].attention_parameters += 1;
+  CHECK(hr::assess_mha_parameters(&sweep).verdict == hr::Verdict::contradicted);
+}
+
+TEST_CASE("claim 4: several heads beat one, supported, contradicted or inconclusive from the excess losses") {
+  auto sweep = [](hr::SeedStats one, hr::SeedStats two) {
+    return hr::SweepNumbers{.name = "4-heads-lags",
+                            .points = {heads_point(1, one), heads_point(2, two), heads_point(4, two)}};
+  };
+  CHECK(hr::assess_several_heads(sweep(stats(0.25, 0.01, 5), stats(0.01, 0.005, 5)), 2).verdict ==
+        hr::Verdict::supported);
+  // Two heads no better than one, and both well above zero.
+  CHECK(hr::assess_several_heads(sweep(stats(0.25, 0.01, 5), stats(0.25, 0.01, 5)), 2).verdict ==
+        hr::Verdict::contradicted);
+  // Two heads better, but their excess is not shown to be near zero.
+  CHECK(hr::assess_several_heads(sweep(stats(0.25, 0.01, 5), stats(0.06, 0.03, 5)), 2).verdict ==
+        hr::Verdict::inconclusive);
+  // Nothing finished.
+  CHECK(hr::assess_several_heads(sweep({}, {}), 2).verdict == hr::Verdict::inconclusive);
+}
+
+TEST_CASE("claim 7: tokens per second against the head count") {
+  auto sweep = [](double one, double sixteen) {
+    return hr::SweepNumbers{.name = "4-heads-lags",
+                            .points = {heads_point(1, stats(0.2, 0.01, 3), stats(one, 100, 3)),
+                                       heads_point(16, stats(0.0, 0.01, 3), stats(sixteen, 100, 3))}};
+  };
+  CHECK(hr::assess_head_time(sweep(50000, 30000)).verdict == hr::Verdict::supported);
+  CHECK(hr::assess_head_time(sweep(30000, 50000)).verdict == hr::Verdict::contradicted);
+  CHECK(hr::assess_head_time(sweep(50000, 50050)).verdict == hr::Verdict::contradicted);  // equal within 5%
+}
+
+TEST_CASE("claims report: a fake set of results gives a table row per claim, commands, plots and the rules") {
+  const hr::Study study = hr::make_study(hr::Budget::quick);
+  CHECK(study.seeds == 3);
+  hr::SweepNumbers heads{.name = "4-heads-lags",
+                         .points = {heads_point(1, stats(0.25, 0.01, 3), stats(50000, 500, 3)),
+                                    heads_point(2, stats(0.01, 0.005, 3), stats(48000, 500, 3)),
+                                    heads_point(48, stats(0.30, 0.02, 3), stats(20000, 500, 3))}};
+  std::vector<hr::ClaimRow> rows{hr::assess_mha_parameters(nullptr), hr::assess_several_heads(heads, 2),
+                                 hr::assess_head_time(heads)};
+  for (hr::ClaimRow& r : hr::assess_too_many_heads(heads, hr::SweepNumbers{.name = "5-recall-narrow-heads", .points = {}})) {
+    rows.push_back(std::move(r));
+  }
+  const TempDir tmp("claims_report");
+  const std::string md = hr::write_claims_report(study, rows, tmp.path());
+  INFO(md);
+  CHECK(md.find("| 1 | MHA parameters are 4 d_model^2 whatever the head count | supported |") != std::string::npos);
+  CHECK(md.find("| 4 | Several heads beat one at equal parameters | supported |") != std::string::npos);
+  CHECK(md.find("| 7 | More heads at fixed computation cost time | supported |") != std::string::npos);
+  CHECK(md.find("| 5a | Too many heads hurt: heads too narrow to carry a token's table | supported |") !=
+        std::string::npos);
+  CHECK(md.find("| 5b | Too many heads hurt: narrow heads fail at matching many keys | inconclusive at this budget |") !=
+        std::string::npos);
+  CHECK(md.find("h=1 (d_k 48): excess loss 0.2500 (sd 0.0100, n 3)") != std::string::npos);
+  CHECK(md.find("headroom ablate --task lags --layers 1 --attn-only --norm none --d-model 48 --steps ") !=
+        std::string::npos);
+  CHECK(md.find("--heads 1,2,3,4,8,16,24,48 --dk auto --seeds 3 --out " + (tmp / "4-heads-lags").string()) !=
+        std::string::npos);
+  CHECK(md.find("two standard errors") != std::string::npos);
+  for (const char* file : {"claims.md", "claims.html", "claim-1.svg", "claim-4.svg", "claim-7.svg", "claim-5b.svg"}) {
+    CHECK(fs::exists(tmp / file));
+  }
+  const std::string html = read_file(tmp / "claims.html");
+  CHECK(count_of(html, "<svg ") == 5);
+  CHECK(html.find("<td class=\"inconclusive\">inconclusive at this budget</td>") != std::string::npos);
+}
+
+TEST_CASE("claims study: each sweep's spec is what its printed ablate command builds, seeds as asked") {
+  const hr::Study full = hr::make_study(hr::Budget::full);
+  CHECK(full.seeds == 5);
+  CHECK(hr::make_study(hr::Budget::quick, 4).seeds == 4);
+  CHECK(error_of([] { hr::make_study(hr::Budget::quick, 1); }).find("--seeds 1: ") == 0);
+  const hr::ClaimSweep& heads = full.sweep("4-heads-lags");
+  const hr::SweepSpec spec = heads.spec();
+  CHECK(spec.base.model.n_layers == 1);
+  CHECK(spec.base.model.d_model == 48);
+  CHECK(spec.seeds.size() == 5);
+  REQUIRE(spec.axes.size() == 2);
+  CHECK(spec.axes[0].labels == std::vector<std::string>{"1", "2", "3", "4", "8", "16", "24", "48"});
+  CHECK(heads.command("/d") ==
+        "headroom ablate --task lags --layers 1 --attn-only --norm none --d-model 48 --steps 4000 --eval-every 250 "
+        "--heads 1,2,3,4,8,16,24,48 --dk auto --seeds 5 --out /d/4-heads-lags");
+}
+
+// ---- the command ------------------------------------------------------------------
+
+TEST_CASE("headroom claims: bad flags and a directory of another kind get one line and exit status 2") {
+  const TempDir tmp("claims_bad");
+  const fs::path dir = tmp / "out";  // must not come into being
+  const std::string out = " --out " + dir.string();
+  struct Bad {
+    std::string args;
+    const char* says;
+  };
+  const Bad cases[] = {
+      {"claims --bogus" + out, "The following argument was not expected: --bogus"},
+      {"claims --jobs 0" + out, "--jobs: must be a whole number from 1"},
+      {"claims --jobs 300" + out, "--jobs 300: must be from 1 to 256"},
+      {"claims --seeds 1" + out, "--seeds 1: the verdicts compare seed means, which needs at least 2 seeds"},
+      {"claims --quick", "--out is required"},
+  };
+  for (const Bad& bad : cases) {
+    const CliResult r = run_headroom(bad.args);
+    INFO("headroom " << bad.args << "\n" << r.output);
+    CHECK(r.status == 2);
+    CHECK(count_lines(r.output) == 1);
+    CHECK(r.output.find(bad.says) != std::string::npos);
+    CHECK_FALSE(fs::exists(dir));
+  }
+  // A directory that is not a claims study, and one made with another budget.
+  const fs::path other = tmp / "other";
+  fs::create_directories(other);
+  tmp.write("other/notes.txt", "mine\n");
+  CliResult r = run_headroom("claims --quick --out " + other.string());
+  CHECK(r.status == 2);
+  CHECK(r.output.find("is not empty and holds no claims.json") != std::string::npos);
+  const fs::path quick = tmp / "quick";
+  fs::create_directories(quick);
+  tmp.write("quick/claims.json", hr::study_json(hr::make_study(hr::Budget::quick)).dump(2));
+  r = run_headroom("claims --out " + quick.string());
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(count_lines(r.output) == 1);
+  CHECK(r.output.find("holds a claims study made with budget \"quick\", 3 seeds, not budget \"full\", 5 seeds") !=
+        std::string::npos);
+  CHECK(tmp.entries() == std::vector<std::string>{"other", "quick"});
+  CHECK(read_file(quick / "claims.json").find("\"quick\"") != std::string::npos);
+}
+
+TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep rerun by its printed command") {
+  const TempDir tmp("claims_smoke");
+  const fs::path dir = tmp / "study";
+  CliResult r = run_headroom("claims --budget smoke --jobs 2 --out " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string md = read_file(dir / "claims.md");
+  for (const char* id : {"1", "2a", "2b", "3", "4", "5a", "5b", "6", "7"}) {
+    CHECK(md.find(std::string("\n| ") + id + " | ") != std::string::npos);
+  }
+  CHECK(count_of(md, " | supported | ") + count_of(md, " | contradicted | ") +
+            count_of(md, " | inconclusive at this budget | ") ==
+        9);
+  for (const char* sweep : {"2-attn-scale", "3-concat-vs-sum", "4-heads-lags", "5-recall-narrow-heads", "6-kv-heads"}) {
+    CHECK(fs::exists(dir / sweep / "sweep.json"));
+    CHECK(fs::exists(dir / sweep / "results.csv"));
+    CHECK(fs::exists(dir / sweep / "report.html"));
+  }
+  CHECK(fs::exists(dir / "claims.html"));
+
+  // Again: every run is finished, nothing trains.
+  r = run_headroom("claims --budget smoke --jobs 2 --out " + dir.string());
+  CHECK(r.status == 0);
+  CHECK(count_of(r.output, "finished before (skipped), 0 to run") == 5);
+
+  // The command printed for a sweep is that very sweep: ablate finds it all finished.
+  const std::string prefix = "headroom ablate ";
+  const std::size_t at = md.find(prefix + "--task lags --layers 1 --attn-only --norm none --d-model 48");
+  REQUIRE(at != std::string::npos);
+  const std::string command = md.substr(at + prefix.size(), md.find('\n', at) - at - prefix.size());
+  r = run_headroom(command + " --jobs 2");
+  INFO(command);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("finished before (skipped), 0 to run") != std::string::npos);
+}
