@@ -400,50 +400,67 @@ ClaimRow assess_concat_sum(const SweepNumbers& sweep) {
   return row;
 }
 
-ClaimRow assess_several_heads(const SweepNumbers& sweep, std::size_t lags) {
-  ClaimRow row{.id = "4",
-               .claim = "Several heads beat one at equal parameters",
-               .experiment = fmt::format("lags (|K| = {}), 1 layer, attention only, no LayerNorm, d_model 48, "
-                                         "d_k = 48 / h (fixed computation): excess loss against h",
-                                         lags),
-               .sweeps = {sweep.name},
-               .prediction = fmt::format("one head applies one token table to all it reads, so it cannot fit "
-                                         "A_1[u] + A_2[v]: excess > 0 for h < {0}, about 0 for h >= {0}",
-                                         lags),
-               .rule = fmt::format("both of: (i) lower rule, the excess at h = {0} vs h = 1 (lower beyond seed noise "
-                                   "supports; higher beyond noise, or equal within {1} nats, contradicts); (ii) "
-                                   "near-zero rule, the excess at h = {0}: mean + 2 se <= {2} nats supports, mean - 2 "
-                                   "se > {2} contradicts. Contradicted if either part is, supported if both are",
-                                   lags, kEqualLossMargin, kNearZeroExcess),
-               .numbers = {},
-               .plot_svg = {},
-               .verdict = Verdict::inconclusive,
-               .finding = {},
-               .summary = {}};
+std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_t lags) {
+  const std::string experiment = fmt::format(
+      "lags (|K| = {}), 1 layer, attention only, no LayerNorm, d_model 48, d_k = 48 / h (fixed computation): excess "
+      "loss against h",
+      lags);
+  const std::string prediction = fmt::format(
+      "one head applies one token table to all it reads, so it cannot fit A_1[u] + A_2[v]: excess > 0 for h < {0}, "
+      "about 0 for h >= {0}",
+      lags);
+  ClaimRow a{.id = "4a",
+             .claim = "Several heads beat one at equal parameters",
+             .experiment = experiment,
+             .sweeps = {sweep.name},
+             .prediction = prediction,
+             .rule = fmt::format("lower rule, the excess at h = {} vs h = 1: supported when lower beyond seed noise; "
+                                 "contradicted when higher beyond noise, or equal within {} nats; else inconclusive",
+                                 lags, kEqualLossMargin),
+             .numbers = {},
+             .plot_svg = {},
+             .verdict = Verdict::inconclusive,
+             .finding = {},
+             .summary = {}};
+  ClaimRow b{.id = "4b",
+             .claim = fmt::format("... and {} heads (|K|) reach about the Bayes loss", lags),
+             .experiment = experiment,
+             .sweeps = {sweep.name},
+             .prediction = prediction,
+             .rule = fmt::format("near-zero rule, the excess at h = {0}: supported when mean + 2 se <= {1} nats; "
+                                 "contradicted when mean - 2 se > {1} nats (at this budget's training length: an "
+                                 "undertrained model is far from 0 too); else inconclusive",
+                                 lags, kNearZeroExcess),
+             .numbers = {},
+             .plot_svg = {},
+             .verdict = Verdict::inconclusive,
+             .finding = {},
+             .summary = {}};
   for (const PointNumbers* p : by_heads(sweep)) {
-    if (p->config.model.n_heads <= 16) row.numbers.push_back(heads_line(*p));
+    if (p->config.model.n_heads <= 16) a.numbers.push_back(heads_line(*p));
   }
   const PointNumbers* one = sweep.find([](const ModelConfig& m) { return m.n_heads == 1; });
   const PointNumbers* elbow = sweep.find([&](const ModelConfig& m) { return m.n_heads == lags; });
   if (one != nullptr && elbow != nullptr) {
-    const Verdict beats = lower_rule(elbow->loss(), one->loss(), kEqualLossMargin);
-    const Verdict zero = near_zero_rule(elbow->loss(), kNearZeroExcess);
-    row.verdict = all_of({beats, zero});
-    row.summary = fmt::format("excess h=1 {:.4f}, h={} {:.4f}", one->loss().mean, lags, elbow->loss().mean);
-    row.finding = fmt::format(
-        "One head: {}; {} heads: {}. {} heads {} one beyond noise ({}), and their excess is {} ({}). The measurement "
-        "{} the prediction.",
-        format_stats(one->loss()), lags, format_stats(elbow->loss()), lags,
-        beats == Verdict::supported ? "beat" : beats == Verdict::contradicted ? "do not beat" : "are not shown to beat",
-        to_string(beats),
-        zero == Verdict::supported ? "about 0" : zero == Verdict::contradicted ? "clearly above 0" : "not shown near 0",
-        to_string(zero), verdict_word(row.verdict));
+    a.verdict = lower_rule(elbow->loss(), one->loss(), kEqualLossMargin);
+    a.summary = fmt::format("excess h=1 {:.4f}, h={} {:.4f}", one->loss().mean, lags, elbow->loss().mean);
+    a.finding = fmt::format("One head: {}; {} heads: {}. The measurement {} the prediction.", format_stats(one->loss()),
+                            lags, format_stats(elbow->loss()), verdict_word(a.verdict));
   } else {
-    row.finding = fmt::format("The sweep lacks h = 1 or h = {} among its finished points.", lags);
+    a.finding = fmt::format("The sweep lacks h = 1 or h = {} among its finished points.", lags);
   }
-  row.plot_svg = svg::render({loss_vs_heads(sweep, "lags, fixed computation")},
-                             "Claims 4 and 5: excess loss against the head count");
-  return row;
+  if (elbow != nullptr) {
+    b.verdict = near_zero_rule(elbow->loss(), kNearZeroExcess);
+    b.numbers.push_back(heads_line(*elbow));
+    b.summary = fmt::format("excess h={} {}", lags, format_stats(elbow->loss()));
+    b.finding = fmt::format("{} heads end {} above the Bayes loss: the measurement {} \"about 0\" (within {} nats).",
+                            lags, format_stats(elbow->loss()), verdict_word(b.verdict), kNearZeroExcess);
+  } else {
+    b.finding = fmt::format("The sweep lacks h = {} among its finished points.", lags);
+  }
+  a.plot_svg = svg::render({loss_vs_heads(sweep, "lags, fixed computation")},
+                           "Claims 4 and 5: excess loss against the head count");
+  return {a, b};
 }
 
 std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const SweepNumbers& recall) {

@@ -80,8 +80,8 @@ ClaimRow assess_mha_parameters(const SweepNumbers* heads);
 std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::vector<InitPoint>& init);
 // 3: concatenated vs summed heads at equal weights (the matched pair of points).
 ClaimRow assess_concat_sum(const SweepNumbers& sweep);
-// 4: several heads beat one: the excess at h = lags vs h = 1, and the excess at h = lags about 0.
-ClaimRow assess_several_heads(const SweepNumbers& sweep, std::size_t lags);
+// 4a: several heads beat one: the excess at h = lags vs h = 1; 4b: the excess at h = lags is about 0.
+std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_t lags);
 // 5a: on lags, the narrowest heads against the best of h = 2..16; 5b: the same on recall.
 std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const SweepNumbers& recall);
 // 6: the KV cache shrinks by h/g exactly (count_parameters), and the loss cost of sharing.

@@ -103,7 +103,7 @@ std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPl
     rows.push_back(std::move(r));
   }
   rows.push_back(assess_concat_sum(at("3-concat-vs-sum")));
-  rows.push_back(assess_several_heads(at("4-heads-lags"), kDefaultLags));
+  for (ClaimRow& r : assess_several_heads(at("4-heads-lags"), kDefaultLags)) rows.push_back(std::move(r));
   for (ClaimRow& r : assess_too_many_heads(at("4-heads-lags"), at("5-recall-narrow-heads"))) rows.push_back(std::move(r));
   rows.push_back(assess_kv_heads(at("6-kv-heads")));
   rows.push_back(assess_head_time(at("4-heads-lags")));

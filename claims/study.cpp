@@ -35,6 +35,10 @@ BudgetNumbers budget_numbers(Budget budget) {
           .lag_heads = "1,2,48", .recall_heads = "2,48"};
 }
 
+// lags with 16 content tokens (its vocabulary is the content, the query, the pad and
+// one more: V - 3 content tokens, data/task.hpp), the V = 16.
+constexpr std::size_t kLagsVocab = 19;
+
 BaseSetting setting(std::string key, nlohmann::json value, std::string flags) {
   return {.key = std::move(key), .value = std::move(value), .flags = std::move(flags)};
 }
@@ -43,6 +47,7 @@ BaseSetting setting(std::string key, nlohmann::json value, std::string flags) {
 // one token table to whatever it reads, so one head cannot fit A_1[u] + A_2[v].
 std::vector<BaseSetting> lags_model(std::size_t d_model, const BudgetNumbers& b) {
   return {setting("data.task", "lags", "--task lags"),
+          setting("data.vocab", kLagsVocab, fmt::format("--vocab {}", kLagsVocab)),
           setting("model.n_layers", 1, "--layers 1"),
           setting("model.attn_only", true, "--attn-only"),
           setting("model.norm", "none", "--norm none"),
@@ -134,7 +139,9 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds) {
   {
     ClaimSweep s{.name = "2-attn-scale",
                  .about = "attn_scale 1/sqrt(d_k) (null, the default) vs 1 as d_k grows: claim 2",
-                 .base = {setting("data.task", "lags", "--task lags"), setting("model.n_layers", 1, "--layers 1"),
+                 .base = {setting("data.task", "lags", "--task lags"),
+                          setting("data.vocab", kLagsVocab, fmt::format("--vocab {}", kLagsVocab)),
+                          setting("model.n_layers", 1, "--layers 1"),
                           setting("model.attn_only", true, "--attn-only"),
                           setting("model.d_model", 64, "--d-model 64"),
                           setting("train.steps", b.steps, fmt::format("--steps {}", b.steps)),
@@ -150,7 +157,7 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds) {
   // concatenated ones pass 3 d_v = 24.
   {
     std::vector<BaseSetting> base = lags_model(24, b);
-    base.insert(base.begin() + 5, setting("model.bias", false, "--no-bias"));
+    base.insert(base.begin() + 6, setting("model.bias", false, "--no-bias"));
     ClaimSweep s{.name = "3-concat-vs-sum",
                  .about = "head_combine concat vs sum, d_v 8 and 12 (concat d_v 8 = sum d_v 12 in weights): claim 3",
                  .base = std::move(base),

@@ -125,20 +125,23 @@ TEST_CASE("claim 1: the counter's attention weights are 4 d_model^2 at every hea
 }
 
 TEST_CASE("claim 4: several heads beat one, supported, contradicted or inconclusive from the excess losses") {
-  auto sweep = [](hr::SeedStats one, hr::SeedStats two) {
-    return hr::SweepNumbers{.name = "4-heads-lags",
-                            .points = {heads_point(1, one), heads_point(2, two), heads_point(4, two)}};
+  auto verdicts = [](hr::SeedStats one, hr::SeedStats two) {
+    const hr::SweepNumbers sweep{.name = "4-heads-lags",
+                                 .points = {heads_point(1, one), heads_point(2, two), heads_point(4, two)}};
+    const std::vector<hr::ClaimRow> rows = hr::assess_several_heads(sweep, 2);
+    REQUIRE(rows.size() == 2);
+    return std::pair{rows[0].verdict, rows[1].verdict};
   };
-  CHECK(hr::assess_several_heads(sweep(stats(0.25, 0.01, 5), stats(0.01, 0.005, 5)), 2).verdict ==
-        hr::Verdict::supported);
-  // Two heads no better than one, and both well above zero.
-  CHECK(hr::assess_several_heads(sweep(stats(0.25, 0.01, 5), stats(0.25, 0.01, 5)), 2).verdict ==
-        hr::Verdict::contradicted);
-  // Two heads better, but their excess is not shown to be near zero.
-  CHECK(hr::assess_several_heads(sweep(stats(0.25, 0.01, 5), stats(0.06, 0.03, 5)), 2).verdict ==
-        hr::Verdict::inconclusive);
-  // Nothing finished.
-  CHECK(hr::assess_several_heads(sweep({}, {}), 2).verdict == hr::Verdict::inconclusive);
+  using V = hr::Verdict;
+  CHECK(verdicts(stats(0.25, 0.01, 5), stats(0.01, 0.005, 5)) == std::pair{V::supported, V::supported});
+  // Two heads no better than one (equal within the margin), and both well above zero.
+  CHECK(verdicts(stats(0.25, 0.01, 5), stats(0.25, 0.01, 5)) == std::pair{V::contradicted, V::contradicted});
+  // Two heads better, but their excess is not shown to be near zero; then one head better.
+  CHECK(verdicts(stats(0.25, 0.01, 5), stats(0.06, 0.03, 5)) == std::pair{V::supported, V::inconclusive});
+  CHECK(verdicts(stats(0.01, 0.005, 5), stats(0.25, 0.01, 5)) == std::pair{V::contradicted, V::contradicted});
+  // Too noisy to tell, and nothing finished.
+  CHECK(verdicts(stats(0.25, 0.3, 5), stats(0.2, 0.3, 5)).first == V::inconclusive);
+  CHECK(verdicts({}, {}) == std::pair{V::inconclusive, V::inconclusive});
 }
 
 TEST_CASE("claim 7: tokens per second against the head count") {
@@ -159,8 +162,9 @@ TEST_CASE("claims report: a fake set of results gives a table row per claim, com
                          .points = {heads_point(1, stats(0.25, 0.01, 3), stats(50000, 500, 3)),
                                     heads_point(2, stats(0.01, 0.005, 3), stats(48000, 500, 3)),
                                     heads_point(48, stats(0.30, 0.02, 3), stats(20000, 500, 3))}};
-  std::vector<hr::ClaimRow> rows{hr::assess_mha_parameters(nullptr), hr::assess_several_heads(heads, 2),
-                                 hr::assess_head_time(heads)};
+  std::vector<hr::ClaimRow> rows{hr::assess_mha_parameters(nullptr)};
+  for (hr::ClaimRow& r : hr::assess_several_heads(heads, 2)) rows.push_back(std::move(r));
+  rows.push_back(hr::assess_head_time(heads));
   for (hr::ClaimRow& r : hr::assess_too_many_heads(heads, hr::SweepNumbers{.name = "5-recall-narrow-heads", .points = {}})) {
     rows.push_back(std::move(r));
   }
@@ -168,19 +172,20 @@ TEST_CASE("claims report: a fake set of results gives a table row per claim, com
   const std::string md = hr::write_claims_report(study, rows, tmp.path());
   INFO(md);
   CHECK(md.find("| 1 | MHA parameters are 4 d_model^2 whatever the head count | supported |") != std::string::npos);
-  CHECK(md.find("| 4 | Several heads beat one at equal parameters | supported |") != std::string::npos);
+  CHECK(md.find("| 4a | Several heads beat one at equal parameters | supported |") != std::string::npos);
+  CHECK(md.find("| 4b | ... and 2 heads (\\|K\\|) reach about the Bayes loss | supported |") != std::string::npos);
   CHECK(md.find("| 7 | More heads at fixed computation cost time | supported |") != std::string::npos);
   CHECK(md.find("| 5a | Too many heads hurt: heads too narrow to carry a token's table | supported |") !=
         std::string::npos);
   CHECK(md.find("| 5b | Too many heads hurt: narrow heads fail at matching many keys | inconclusive at this budget |") !=
         std::string::npos);
   CHECK(md.find("h=1 (d_k 48): excess loss 0.2500 (sd 0.0100, n 3)") != std::string::npos);
-  CHECK(md.find("headroom ablate --task lags --layers 1 --attn-only --norm none --d-model 48 --steps ") !=
+  CHECK(md.find("headroom ablate --task lags --vocab 19 --layers 1 --attn-only --norm none --d-model 48 --steps ") !=
         std::string::npos);
   CHECK(md.find("--heads 1,2,3,4,8,16,24,48 --dk auto --seeds 3 --out " + (tmp / "4-heads-lags").string()) !=
         std::string::npos);
   CHECK(md.find("two standard errors") != std::string::npos);
-  for (const char* file : {"claims.md", "claims.html", "claim-1.svg", "claim-4.svg", "claim-7.svg", "claim-5b.svg"}) {
+  for (const char* file : {"claims.md", "claims.html", "claim-1.svg", "claim-4a.svg", "claim-7.svg", "claim-5b.svg"}) {
     CHECK(fs::exists(tmp / file));
   }
   const std::string html = read_file(tmp / "claims.html");
@@ -201,7 +206,7 @@ TEST_CASE("claims study: each sweep's spec is what its printed ablate command bu
   REQUIRE(spec.axes.size() == 2);
   CHECK(spec.axes[0].labels == std::vector<std::string>{"1", "2", "3", "4", "8", "16", "24", "48"});
   CHECK(heads.command("/d") ==
-        "headroom ablate --task lags --layers 1 --attn-only --norm none --d-model 48 --steps 4000 --eval-every 250 "
+        "headroom ablate --task lags --vocab 19 --layers 1 --attn-only --norm none --d-model 48 --steps 4000 --eval-every 250 "
         "--heads 1,2,3,4,8,16,24,48 --dk auto --seeds 5 --out /d/4-heads-lags");
 }
 
@@ -257,12 +262,12 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
   INFO(r.output);
   REQUIRE(r.status == 0);
   const std::string md = read_file(dir / "claims.md");
-  for (const char* id : {"1", "2a", "2b", "3", "4", "5a", "5b", "6", "7"}) {
+  for (const char* id : {"1", "2a", "2b", "3", "4a", "4b", "5a", "5b", "6", "7"}) {
     CHECK(md.find(std::string("\n| ") + id + " | ") != std::string::npos);
   }
   CHECK(count_of(md, " | supported | ") + count_of(md, " | contradicted | ") +
             count_of(md, " | inconclusive at this budget | ") ==
-        9);
+        10);
   for (const char* sweep : {"2-attn-scale", "3-concat-vs-sum", "4-heads-lags", "5-recall-narrow-heads", "6-kv-heads"}) {
     CHECK(fs::exists(dir / sweep / "sweep.json"));
     CHECK(fs::exists(dir / sweep / "results.csv"));
@@ -277,7 +282,7 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
 
   // The command printed for a sweep is that very sweep: ablate finds it all finished.
   const std::string prefix = "headroom ablate ";
-  const std::size_t at = md.find(prefix + "--task lags --layers 1 --attn-only --norm none --d-model 48");
+  const std::size_t at = md.find(prefix + "--task lags --vocab 19 --layers 1 --attn-only --norm none --d-model 48");
   REQUIRE(at != std::string::npos);
   const std::string command = md.substr(at + prefix.size(), md.find('\n', at) - at - prefix.size());
   r = run_headroom(command + " --jobs 2");
