@@ -82,8 +82,12 @@ const PointNumbers* lowest(const std::vector<const PointNumbers*>& points) {
 }
 
 std::string heads_line(const PointNumbers& p) {
-  return fmt::format("h={} (d_k {}): {} {}", p.config.model.n_heads, p.config.model.d_k, loss_name(p),
-                     format_stats(p.loss()));
+  std::string line = fmt::format("h={} (d_k {}): {} {}", p.config.model.n_heads, p.config.model.d_k, loss_name(p),
+                                 format_stats(p.loss()));
+  if (p.val_accuracy.n > 0 && std::isfinite(p.val_accuracy.mean)) {
+    line += fmt::format("; val accuracy {:.1f}%", 100 * p.val_accuracy.mean);
+  }
+  return line;
 }
 
 // A heads sweep's loss against h, log x.
@@ -113,19 +117,22 @@ SweepNumbers sweep_numbers(const std::string& name, const SweepPlan& plan, const
   SweepNumbers out{.name = name, .points = {}};
   for (const PlannedRun& run : plan.runs) {
     if (!out.points.empty() && out.points.back().point == run.point) continue;
-    std::vector<double> loss, excess, speed;
-    PointNumbers p{.point = run.point, .config = run.config, .val_loss = {}, .excess_loss = {}, .tokens_per_s = {}};
+    std::vector<double> loss, excess, speed, accuracy;
+    PointNumbers p{.point = run.point, .config = run.config, .val_loss = {}, .excess_loss = {}, .tokens_per_s = {},
+                   .val_accuracy = {}};
     for (const RunResult& r : results) {
       if (r.run->point != run.point) continue;
       loss.push_back(r.final_val_loss);
       if (const double e = excess_of(r); std::isfinite(e)) excess.push_back(e);
       speed.push_back(r.tokens_per_s);
+      accuracy.push_back(r.final_val_accuracy);
       p.parameters = r.parameters;
       p.attention_parameters = r.attention_parameters;
     }
     p.val_loss = seed_stats(loss);
     p.excess_loss = seed_stats(excess);
     p.tokens_per_s = seed_stats(speed);
+    p.val_accuracy = seed_stats(accuracy);
     out.points.push_back(std::move(p));
   }
   return out;
@@ -464,7 +471,8 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
 }
 
 std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const SweepNumbers& recall) {
-  auto assess = [](const SweepNumbers& sweep, ClaimRow row) {
+  // min_accuracy: the best point must reach it for the comparison to mean anything (0: no guard).
+  auto assess = [](const SweepNumbers& sweep, ClaimRow row, double min_accuracy) {
     const std::vector<const PointNumbers*> points = by_heads(sweep);
     for (const PointNumbers* p : points) row.numbers.push_back(heads_line(*p));
     const PointNumbers* narrowest = nullptr;
@@ -476,7 +484,14 @@ std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const Swee
       if (p != narrowest && p->config.model.n_heads >= 2 && p->config.model.d_k >= 3) wider.push_back(p);
     }
     const PointNumbers* best = lowest(wider);
-    if (narrowest != nullptr && best != nullptr) {
+    if (narrowest != nullptr && best != nullptr && min_accuracy > 0 &&
+        !(best->val_accuracy.mean >= min_accuracy)) {
+      row.summary = fmt::format("best accuracy {:.1f}% < {:.0f}%: not learned", 100 * best->val_accuracy.mean,
+                                100 * min_accuracy);
+      row.finding = fmt::format("No point learned the task at this budget (the best, h={}, reached {:.1f}% validation "
+                                "accuracy, below {:.0f}%), so the comparison says nothing about head width.",
+                                best->config.model.n_heads, 100 * best->val_accuracy.mean, 100 * min_accuracy);
+    } else if (narrowest != nullptr && best != nullptr) {
       row.verdict = lower_rule(best->loss(), narrowest->loss(), kEqualLossMargin);
       row.summary = fmt::format("d_k {}: {:.4f}; best (h={}, d_k {}): {:.4f}", narrowest->config.model.d_k,
                                 narrowest->loss().mean, best->config.model.n_heads, best->config.model.d_k,
@@ -507,7 +522,8 @@ std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const Swee
                              .plot_svg = {},
                              .verdict = Verdict::inconclusive,
                              .finding = {},
-                             .summary = {}});
+                             .summary = {}},
+                      0.0);
   a.plot_svg = svg::render({loss_vs_heads(lags, "lags, fixed computation")},
                            "Claim 5: loss against the head count, out to d_k 1");
   ClaimRow b = assess(recall, {.id = "5b",
@@ -516,12 +532,16 @@ std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const Swee
                                .sweeps = {recall.name},
                                .prediction = "picking one key of 64 by a d_k-wide dot product needs width: the "
                                              "narrowest heads (d_k 1) fail first",
-                               .rule = rule,
+                               .rule = rule + fmt::format("; and inconclusive unless the best point reaches {:.0f}% "
+                                                          "validation accuracy (50% is picking either value in "
+                                                          "context)",
+                                                          100 * kRecallLearned),
                                .numbers = {},
                                .plot_svg = {},
                                .verdict = Verdict::inconclusive,
                                .finding = {},
-                               .summary = {}});
+                               .summary = {}},
+                      kRecallLearned);
   b.plot_svg = svg::render({loss_vs_heads(recall, "recall, 64 keys")}, "Claim 5: recall loss against the head count");
   return {a, b};
 }

@@ -23,12 +23,15 @@ inline constexpr double kEqualLossMargin = 0.02;  // nats: two losses closer tha
 inline constexpr double kNearZeroExcess = 0.05;   // nats: an excess loss this small is "about 0"
 inline constexpr double kSlopeTolerance = 0.1;    // a fitted log-log slope this close is the predicted one
 inline constexpr double kTimeMargin = 0.05;       // step times within 5% are equal
+// recall (2 pairs a row) is learned when a point's accuracy passes this: halfway from
+// picking one of the two values in context (50%) to always right.
+inline constexpr double kRecallLearned = 0.75;
 
 // One grid point of a sweep: its config (the first run's, seed aside) and its numbers over seeds.
 struct PointNumbers {
   std::string point;                 // "h4-dk12"
   TrainConfig config;                // finalized: every model value resolved
-  SeedStats val_loss, excess_loss, tokens_per_s;
+  SeedStats val_loss, excess_loss, tokens_per_s, val_accuracy;
   std::size_t parameters = 0, attention_parameters = 0;
   // The loss the claims compare: the excess loss where the task knows its Bayes loss,
   // else the validation loss.
