@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "claims/claims.hpp"
 #include "claims/run.hpp"
@@ -27,7 +28,7 @@ hr::SeedStats stats(double mean, double sd, std::size_t n) { return {.n = n, .me
 // A point of a lags heads sweep at d_model 48 with `heads` heads of d_k 48 / heads.
 hr::PointNumbers heads_point(std::size_t heads, hr::SeedStats excess, hr::SeedStats speed = {}) {
   hr::PointNumbers p;
-  p.point = "h" + std::to_string(heads);
+  p.point = fmt::format("h{}", heads);
   p.config.model.d_model = 48;
   p.config.model.n_heads = heads;
   p.config.model.n_kv_heads = heads;
