@@ -49,7 +49,8 @@ const ClaimSweep* find_sweep(const Study& study, const std::string& name) {
 
 }  // namespace
 
-std::string claims_markdown(const Study& study, const std::vector<ClaimRow>& rows, const fs::path& dir) {
+std::string claims_markdown(const Study& study, const std::vector<ClaimRow>& rows, const fs::path& dir,
+                            const std::vector<SweepTally>& tallies) {
   std::string out = "# headroom claims: the seeds' claims about heads, measured\n\n";
   out += fmt::format("{} ({}). Every sweep is an ordinary `headroom ablate` directory under {}; the command under "
                      "each claim reruns or extends it.\n\n",
@@ -60,6 +61,14 @@ std::string claims_markdown(const Study& study, const std::vector<ClaimRow>& row
     out += fmt::format("| {} | {} | {} | {} |\n", r.id, cell(r.claim), to_string(r.verdict), cell(r.summary));
   }
   out += fmt::format("\n{}\n", kVerdictRules);
+  if (!tallies.empty()) {
+    out += "\n| sweep | runs finished | run time (s, summed) | s per run |\n|---|---|---|---|\n";
+    for (const SweepTally& t : tallies) {
+      out += fmt::format("| [{0}]({0}/summary.md) | {1} of {2} | {3:.0f} | {4} |\n", t.name, t.finished, t.runs,
+                         t.run_seconds,
+                         t.finished == 0 ? std::string("-") : fmt::format("{:.1f}", t.run_seconds / t.finished));
+    }
+  }
   for (const ClaimRow& r : rows) {
     out += fmt::format("\n## {}. {}\n\n**Verdict: {}.** {}\n\n", r.id, r.claim, to_string(r.verdict), r.finding);
     out += fmt::format("- Experiment: {}\n- Prediction: {}\n- Rule: {}\n", r.experiment, r.prediction, r.rule);
@@ -76,7 +85,8 @@ std::string claims_markdown(const Study& study, const std::vector<ClaimRow>& row
   return out;
 }
 
-std::string claims_html(const Study& study, const std::vector<ClaimRow>& rows, const fs::path& dir) {
+std::string claims_html(const Study& study, const std::vector<ClaimRow>& rows, const fs::path& dir,
+                        const std::vector<SweepTally>& tallies) {
   std::string out = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>headroom claims</title>\n"
       "<style>\nbody {{ font-family: sans-serif; margin: 2em; color: #222; max-width: 75em; }}\n"
@@ -98,6 +108,14 @@ std::string claims_html(const Study& study, const std::vector<ClaimRow>& rows, c
                        svg::escape(r.summary));
   }
   out += fmt::format("</table>\n<p>{}</p>\n", svg::escape(kVerdictRules));
+  if (!tallies.empty()) {
+    out += "<table>\n<tr><th>sweep</th><th>runs finished</th><th>run time (s, summed)</th></tr>\n";
+    for (const SweepTally& t : tallies) {
+      out += fmt::format("<tr><td><a href=\"{0}/report.html\">{0}</a></td><td>{1} of {2}</td><td>{3:.0f}</td></tr>\n",
+                         svg::escape(t.name), t.finished, t.runs, t.run_seconds);
+    }
+    out += "</table>\n";
+  }
   for (const ClaimRow& r : rows) {
     out += fmt::format("<h2 id=\"claim-{0}\">{0}. {1}</h2>\n<p><strong class=\"{2}\">Verdict: {3}.</strong> {4}</p>\n",
                        svg::escape(r.id), svg::escape(r.claim), css(r.verdict), svg::escape(to_string(r.verdict)),
@@ -119,13 +137,14 @@ std::string claims_html(const Study& study, const std::vector<ClaimRow>& rows, c
   return out;
 }
 
-std::string write_claims_report(const Study& study, const std::vector<ClaimRow>& rows, const fs::path& dir) {
+std::string write_claims_report(const Study& study, const std::vector<ClaimRow>& rows, const fs::path& dir,
+                                const std::vector<SweepTally>& tallies) {
   for (const ClaimRow& r : rows) {
     if (!r.plot_svg.empty()) write_file_atomically(dir / plot_file(r), r.plot_svg);
   }
-  const std::string md = claims_markdown(study, rows, dir);
+  const std::string md = claims_markdown(study, rows, dir, tallies);
   write_file_atomically(dir / "claims.md", md);
-  write_file_atomically(dir / "claims.html", claims_html(study, rows, dir));
+  write_file_atomically(dir / "claims.html", claims_html(study, rows, dir, tallies));
   return md;
 }
 

@@ -110,6 +110,23 @@ std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPl
   return rows;
 }
 
+std::vector<SweepTally> tally_study(const Study& study, const std::vector<SweepPlan>& plans, const fs::path& dir) {
+  std::vector<SweepTally> out;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const fs::path sweep_dir = dir / study.sweeps[i].name;
+    SweepTally t{.name = study.sweeps[i].name, .runs = plans[i].runs.size(), .finished = 0, .run_seconds = 0};
+    std::error_code ec;
+    if (fs::exists(sweep_dir, ec)) {
+      for (const RunResult& r : collect_results(plans[i], sweep_dir, kTargetAccuracy)) {
+        ++t.finished;
+        if (std::isfinite(r.wall_s)) t.run_seconds += r.wall_s;
+      }
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
 ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
   const std::vector<SweepPlan> plans = plan_study(study);
   const fs::path& dir = options.out_dir;
@@ -156,7 +173,7 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
   emit({.kind = ClaimsEvent::Kind::assessing, .index = 0, .count = plans.size(), .sweep = nullptr, .plan = nullptr,
         .event = nullptr, .outcome = nullptr});
   outcome.rows = assess_study(study, plans, dir);
-  outcome.markdown = write_claims_report(study, outcome.rows, dir);
+  outcome.markdown = write_claims_report(study, outcome.rows, dir, tally_study(study, plans, dir));
   return outcome;
 }
 

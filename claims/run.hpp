@@ -76,10 +76,22 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options);
 std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPlan>& plans,
                                    const std::filesystem::path& dir);
 
+// How far each sweep has got, and what its runs cost: the report's table of sweeps.
+struct SweepTally {
+  std::string name;
+  std::size_t runs = 0, finished = 0;
+  double run_seconds = 0;  // the finished runs' wall times, summed (runs side by side overlap)
+};
+std::vector<SweepTally> tally_study(const Study& study, const std::vector<SweepPlan>& plans,
+                                    const std::filesystem::path& dir);
+
 // claims.md and claims.html of `rows` (the report writer; pure).
-std::string claims_markdown(const Study& study, const std::vector<ClaimRow>& rows, const std::filesystem::path& dir);
-std::string claims_html(const Study& study, const std::vector<ClaimRow>& rows, const std::filesystem::path& dir);
+std::string claims_markdown(const Study& study, const std::vector<ClaimRow>& rows, const std::filesystem::path& dir,
+                            const std::vector<SweepTally>& tallies = {});
+std::string claims_html(const Study& study, const std::vector<ClaimRow>& rows, const std::filesystem::path& dir,
+                        const std::vector<SweepTally>& tallies = {});
 // Writes claims.md, claims.html and claim-<id>.svg into DIR, each atomically; returns claims.md.
-std::string write_claims_report(const Study& study, const std::vector<ClaimRow>& rows, const std::filesystem::path& dir);
+std::string write_claims_report(const Study& study, const std::vector<ClaimRow>& rows, const std::filesystem::path& dir,
+                                const std::vector<SweepTally>& tallies = {});
 
 }  // namespace headroom

@@ -275,6 +275,7 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
     CHECK(fs::exists(dir / sweep / "report.html"));
   }
   CHECK(fs::exists(dir / "claims.html"));
+  CHECK(md.find("| [4-heads-lags](4-heads-lags/summary.md) | 6 of 6 | ") != std::string::npos);
 
   // Again: every run is finished, nothing trains.
   r = run_headroom("claims --budget smoke --jobs 2 --out " + dir.string());
