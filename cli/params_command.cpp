@@ -114,7 +114,7 @@ void print_table(const ModelConfig& m, std::size_t context, const ModelParams& p
       {"  attention o", l.o},
       {"  attention", sum({l.q, l.k, l.v, l.o})},
       {"  ffn", l.ffn},
-      {m.attn_only ? "  norms (ln1)" : "  norms (ln1, ln2)", l.norms},
+      {m.norm == NormPlacement::none ? "  norms" : m.attn_only ? "  norms (ln1)" : "  norms (ln1, ln2)", l.norms},
       {"  layer", layer},
       {fmt::format("{} layer{}", n, n == 1 ? "" : "s"), layers},
       {"ln_f", p.ln_f},

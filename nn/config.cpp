@@ -63,9 +63,11 @@ ResolvedModelConfig ModelConfig::resolved() const {
   positive("n_heads", n_heads);
   positive("max_len", max_len);
   // docs/design.md #11: a value the model would not read is refused. An attention-only
-  // model has no feed-forward sublayer, so its d_ff stays 0 and its activation the
-  // default (what headroom itself writes); one without norms has no ln_eps to use.
-  if (attn_only && d_ff != 0) {
+  // model has no feed-forward sublayer, so its d_ff is 0 and its activation the
+  // default; one without norms has no ln_eps to use. The defaults say nothing, as in
+  // what headroom writes for a model with a feed-forward (d_ff 4 * d_model), so a
+  // run's config.json with --attn-only on top is an attention-only model of that run.
+  if (attn_only && d_ff != 0 && d_ff != 4 * d_model) {
     throw std::invalid_argument(fmt::format(
         "model config: d_ff {} with attn_only: an attention-only block has no feed-forward sublayer", d_ff));
   }
@@ -78,7 +80,7 @@ ResolvedModelConfig ModelConfig::resolved() const {
     throw std::invalid_argument(fmt::format(
         "model config: ln_eps {} with norm 'none': a model without LayerNorm has no eps to use", ln_eps));
   }
-  if (r.d_ff == 0 && !attn_only) r.d_ff = 4 * d_model;
+  r.d_ff = attn_only ? 0 : d_ff == 0 ? 4 * d_model : d_ff;
   if (!(ln_eps > 0) || !std::isfinite(ln_eps)) {
     throw std::invalid_argument(fmt::format("model config: ln_eps must be a positive number, got {}", ln_eps));
   }

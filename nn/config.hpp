@@ -34,7 +34,7 @@ struct ModelConfig {
   std::size_t d_k = 0;         // 0 means d_model / n_heads
   std::size_t d_v = 0;         // 0 means d_k
   HeadCombine head_combine = HeadCombine::concat;  // sum: heads added, out_proj (d_model, d_v)
-  std::size_t d_ff = 0;        // 0 means 4 * d_model; must stay 0 with attn_only
+  std::size_t d_ff = 0;        // 0 means 4 * d_model; with attn_only 0 or 4 * d_model, resolved to 0
   std::size_t max_len = 128;
   NormPlacement norm = NormPlacement::pre;
   Activation activation = Activation::gelu;

@@ -435,6 +435,9 @@ TEST_CASE("attn_only and norm none: values the model would not read are refused 
   CHECK_THROWS_WITH_AS(hr::ModelConfig({.vocab = 5, .d_ff = 32, .attn_only = true}).resolved(),
                        "model config: d_ff 32 with attn_only: an attention-only block has no feed-forward sublayer",
                        std::invalid_argument);
+  // The default width, 4 d_model, which every config.json of a model with a
+  // feed-forward writes, says nothing: it resolves to 0.
+  CHECK(hr::ModelConfig({.vocab = 5, .d_model = 8, .d_ff = 32, .attn_only = true}).resolved()->d_ff == 0);
   CHECK_THROWS_WITH_AS(
       hr::ModelConfig({.vocab = 5, .activation = hr::Activation::relu, .attn_only = true}).resolved(),
       "model config: activation 'relu' with attn_only: an attention-only block has no feed-forward sublayer",

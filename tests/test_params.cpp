@@ -85,6 +85,19 @@ TEST_CASE("headroom params --config reads a run's config.json, and flags overrid
   const CliResult wider = run_headroom("params --json --d-model 32 --config " + (run / "config.json").string());
   REQUIRE(wider.status == 0);
   CHECK(nlohmann::json::parse(wider.output)["config"]["d_model"] == 32);
+
+  // --attn-only over the config.json of a model with a feed-forward: its d_ff is the
+  // default 4 d_model, which says nothing; any other width would be dropped, so it is refused.
+  const fs::path plain = tmp.path() / "plain.json", wide = tmp.path() / "wide.json";
+  std::ofstream(plain) << R"({"model": {"d_model": 16, "d_ff": 64, "activation": "gelu"}})";
+  std::ofstream(wide) << R"({"model": {"d_model": 16, "d_ff": 48}})";
+  const CliResult over = run_headroom("params --json --attn-only --config " + plain.string());
+  INFO(over.output);
+  REQUIRE(over.status == 0);
+  CHECK(nlohmann::json::parse(over.output)["config"]["d_ff"] == 0);
+  const CliResult refused = run_headroom("params --attn-only --config " + wide.string());
+  CHECK(refused.status == 2);
+  CHECK(refused.output.find("d_ff 48 with attn_only") != std::string::npos);
 }
 
 TEST_CASE("headroom params: FLOPs grow with --context, and --help explains") {
