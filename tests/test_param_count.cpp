@@ -86,6 +86,10 @@ TEST_CASE("count_parameters equals a built model's parameters, group by group, o
                 const std::string what = hr::model_config_to_json(c);
                 CHECK_MESSAGE(counted(m) == built, what);
                 CHECK_MESSAGE(m.total() == model.parameter_count(), what);
+                CHECK_MESSAGE(m.layers[0].attention() == hr::attention_parameter_count(hr::attention_options(c)), what);
+                CHECK_MESSAGE(m.kv_cache_bytes_per_token ==
+                                  c.n_layers * 4 * hr::kv_cache_floats_per_token(hr::attention_options(c)),
+                              what);
                 ++cases;
               }
   CHECK(cases == 3 * 2 * 2 * 2 * 3 * 2 * 3);
