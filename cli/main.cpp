@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
       {"ablate", headroom::cli::add_ablate_command(app)},
       {"attention", headroom::cli::add_attention_command(app)},
       {"heads", headroom::cli::add_heads_command(app)},
+      {"params", headroom::cli::add_params_command(app)},
   };
 
   // A mistyped command would otherwise read as "a subcommand is required".

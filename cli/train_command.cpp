@@ -104,9 +104,10 @@ int run_train(const TrainCommandFlags& flags) {
   const bool tty = isatty(fileno(stdout)) != 0 && !flags.quiet;
   const ModelConfig& m = config.model;
   fmt::print("headroom train: {} (vocab {}, seq_len {}), d_model {}, {} layers, {} heads (kv {}), d_k {}, d_v {}, "
-             "{}-norm\n",
+             "{}{}\n",
              data->name(), m.vocab, config.data.seq_len, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.d_k, m.d_v,
-             to_string(m.norm));
+             m.norm == NormPlacement::none ? std::string("no norm") : to_string(m.norm) + "-norm",
+             m.attn_only ? ", attention-only" : "");
   if (const auto* task = dynamic_cast<const Task*>(data.get())) fmt::print("example: {}\n", task->example());
   std::fflush(stdout);
 

@@ -148,7 +148,7 @@ TEST_CASE("ablate flags: lists, --sweep keys and values, seeds and shards are ch
   CHECK_THROWS_WITH(hr::parse_sweep_flag("nokey"), doctest::Contains("expected KEY=V1,V2,..."));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("unknown_key=1"), doctest::Contains("unknown key 'unknown_key'"));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("lr=abc"), doctest::Contains("'train.lr' must be a number"));
-  CHECK_THROWS_WITH(hr::parse_sweep_flag("norm=middle"), doctest::Contains("norm must be 'pre' or 'post'"));
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("norm=middle"), doctest::Contains("norm must be 'pre', 'post' or 'none'"));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("lr=0.1,"), doctest::Contains("empty value"));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("n_heads=1,2"), doctest::Contains("with --heads"));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("seed=1,2"), doctest::Contains("with --seeds"));
