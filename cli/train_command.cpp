@@ -108,14 +108,6 @@ int run_train(const TrainCommandFlags& flags) {
              data->name(), m.vocab, config.data.seq_len, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.d_k, m.d_v,
              to_string(m.norm));
   if (const auto* task = dynamic_cast<const Task*>(data.get())) fmt::print("example: {}\n", task->example());
-  // The floor of the validation loss, once: every validation scores the same targets
-  // (docs/design.md #15).
-  const OptimConfig& o = config.optim;
-  if (const std::optional<double> bayes =
-          bayes_loss(validation_batches(*data, o.eval_batches, o.batch, validation_seed(o.seed)))) {
-    fmt::print("bayes loss {:.4f} on the validation targets (the true distribution's loss; excess = val - bayes)\n",
-               *bayes);
-  }
   std::fflush(stdout);
 
   TrainOptions options;
@@ -128,6 +120,14 @@ int run_train(const TrainCommandFlags& flags) {
     fmt::print("resuming {} from its newest checkpoint\n", *flags.resume);
   } else if (!flags.out && !flags.no_save) {
     fmt::print("saving to {} (--out DIR to choose, --no-save to keep nothing)\n", out_dir);
+  }
+  // The floor of the validation loss, once: every validation scores the same targets
+  // (docs/design.md #15).
+  const OptimConfig& o = config.optim;
+  if (const std::optional<double> bayes =
+          bayes_loss(validation_batches(*data, o.eval_batches, o.batch, validation_seed(o.seed)))) {
+    fmt::print("bayes loss {:.4f} on the validation targets (the true distribution's loss; excess = val - bayes)\n",
+               *bayes);
   }
   std::fflush(stdout);
 
