@@ -213,7 +213,8 @@ std::string footer(const SweepPlan& plan, const std::vector<RunResult>& results,
     out += "\nExcess loss: a run's final val loss minus the Bayes loss of the same validation targets (the loss of "
            "the distribution the task draws them from), so 0 is the best any model can do on average; it is the "
            "number to compare across points. `(best)` and `*` mark it against the point of lowest mean excess loss, "
-           "by the same rule. A seed whose result.json predates it is left out of its mean (n in results.csv).\n";
+           "by the same rule. A run whose result.json predates it is left out of its point's mean (its results.csv "
+           "cells are empty).\n";
   }
   if (!plan.skipped.empty()) {
     out += "\nSkipped points (invalid, or the same runs as another point):\n\n";

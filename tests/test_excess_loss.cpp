@@ -17,8 +17,11 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "ablate/report.hpp"
 #include "data/task.hpp"
+#include "nn/safetensors.hpp"
 #include "train/metrics.hpp"
 #include "train/trainer.hpp"
 #include "cli_runner.hpp"
@@ -173,6 +176,39 @@ TEST_CASE("excess loss: a resumed run keeps its best excess loss and writes the 
   CHECK(b.final_excess_loss == a.final_excess_loss);
   CHECK(b.bayes_loss == a.bayes_loss);
   CHECK(without_timing(parts / "metrics.csv") == without_timing(whole / "metrics.csv"));
+}
+
+TEST_CASE("excess loss: a checkpoint from before the excess loss was recorded resumes, and its best starts over") {
+  const TempDir tmp("xl_old_checkpoint");
+  const NoisyCopy data;
+  const hr::TrainConfig c = tiny(data);
+  hr::TrainOptions o;
+  o.out_dir = tmp.path().string();
+  o.stop_after = 20;
+  (void)hr::train(c, data, o);
+  // Make it a checkpoint from before these keys existed.
+  const fs::path state_file = tmp / "checkpoints" / "step-00000020" / "train_state.safetensors";
+  hr::SafetensorsFile st = hr::read_safetensors(state_file);
+  nlohmann::json state = nlohmann::json::parse(st.metadata.at("state"));
+  REQUIRE(state.contains("best_excess_loss"));
+  REQUIRE(state["last_val"].contains("bayes_loss"));
+  CHECK(state["last_val"]["bayes_loss"] == kBayes);
+  state.erase("best_excess_loss");
+  state["last_val"].erase("bayes_loss");
+  st.metadata["state"] = state.dump();
+  hr::write_safetensors(state_file, st);
+
+  std::vector<double> excesses;
+  o.on_progress = [&](const hr::Progress& p) {
+    if (p.evaluated) excesses.push_back(*p.val.excess_loss());
+  };
+  o.resume = true;
+  o.stop_after = 0;
+  const hr::TrainSummary s = hr::train(c, data, o);
+  REQUIRE(excesses.size() == 2);  // steps 30 and 40
+  REQUIRE(s.best_excess_loss.has_value());
+  CHECK(*s.best_excess_loss == std::min(excesses[0], excesses[1]));
+  CHECK(s.bayes_loss == kBayes);
 }
 
 TEST_CASE("excess loss: a metrics.csv from before the column is read, and a resume rewrites it in the new columns") {
