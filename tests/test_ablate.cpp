@@ -244,10 +244,10 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
   const std::vector<std::string> csv = lines_of(read_file(dir / "results.csv"));
   REQUIRE(csv.size() == 5);
   CHECK(csv[0] == "run,n_heads,d_k,n_kv_heads,seed,parameters,attention_parameters_per_layer,"
-                  "kv_floats_per_token_per_layer,final_train_loss,final_val_loss,final_val_accuracy,best_val_accuracy,"
-                  "steps_to_target,wall_s,tokens_per_s");
+                  "kv_floats_per_token_per_layer,final_train_loss,final_val_loss,final_bayes_loss,final_excess_loss,"
+                  "final_val_accuracy,best_val_accuracy,steps_to_target,wall_s,tokens_per_s");
   const std::vector<std::string> row = fields(csv[3]);
-  REQUIRE(row.size() == 15);
+  REQUIRE(row.size() == 17);
   CHECK(row[0] == "h4-dk4-s0");
   CHECK(row[1] == "4");
   CHECK(row[2] == "4");
@@ -256,8 +256,10 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
   CHECK(row[6] == "1088");
   CHECK(row[7] == "32");
   CHECK(std::stod(row[9]) > 0);
-  CHECK(std::stod(row[10]) >= 0);
-  CHECK(std::stod(row[13]) > 0);
+  CHECK(row[10] == "0");       // copy's answers are determined: Bayes loss 0
+  CHECK(row[11] == row[9]);    // so the excess loss is the val loss
+  CHECK(std::stod(row[12]) >= 0);
+  CHECK(std::stod(row[15]) > 0);
 
   const std::string summary = read_file(dir / "summary.md");
   std::size_t table_rows = 0;
