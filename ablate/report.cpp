@@ -51,12 +51,14 @@ std::string results_csv(const SweepPlan& plan, const std::vector<RunResult>& res
   std::string out = "run";
   for (const std::string& c : plan.columns) out += fmt::format(",{}", csv_field(c));
   out += ",seed,parameters,attention_parameters_per_layer,kv_floats_per_token_per_layer,final_train_loss,"
-         "final_val_loss,final_val_accuracy,best_val_accuracy,steps_to_target,wall_s,tokens_per_s\n";
+         "final_val_loss,final_bayes_loss,final_excess_loss,final_val_accuracy,best_val_accuracy,steps_to_target,"
+         "wall_s,tokens_per_s\n";
   for (const RunResult& r : results) {
     out += csv_field(r.run->id);
     for (const nlohmann::json& v : r.run->values) out += fmt::format(",{}", csv_field(cell(v)));
-    out += fmt::format(",{},{},{},{},{},{},{},{},{},{},{}\n", r.run->seed, r.parameters, r.attention_parameters,
-                       r.kv_floats_per_token, csv_number(r.final_train_loss), csv_number(r.final_val_loss),
+    out += fmt::format(",{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.run->seed, r.parameters,
+                       r.attention_parameters, r.kv_floats_per_token, csv_number(r.final_train_loss),
+                       csv_number(r.final_val_loss), csv_number(r.final_bayes_loss), csv_number(r.final_excess_loss),
                        csv_number(r.final_val_accuracy), csv_number(r.best_val_accuracy),
                        r.steps_to_target ? std::to_string(*r.steps_to_target) : std::string(),
                        csv_number(r.wall_s), csv_number(r.tokens_per_s));
@@ -85,11 +87,19 @@ std::string loss_text(const SeedStats& s) {
   return mean_sd(s, 1, digits);
 }
 
+// Whether any point knows its excess loss: a sweep on a text shows none.
+bool knows_excess(const std::vector<PointSummary>& points) {
+  return std::any_of(points.begin(), points.end(), [](const PointSummary& p) { return p.excess_loss.n > 0; });
+}
+
 Table summary_table(const SweepPlan& plan, const std::vector<PointSummary>& points, double target_acc) {
+  const bool excess = knows_excess(points);
   Table t;
   t.header = {"point"};
   for (const std::string& c : plan.columns) t.header.push_back(c);
-  for (const char* h : {"seeds", "val loss", "val acc %"}) t.header.emplace_back(h);
+  for (const char* h : {"seeds", "val loss"}) t.header.emplace_back(h);
+  if (excess) t.header.emplace_back("excess loss");
+  t.header.emplace_back("val acc %");
   t.header.push_back(fmt::format("steps to {:g}%", 100 * target_acc));
   for (const char* h : {"params", "attn params/layer", "KV floats/token/layer"}) t.header.emplace_back(h);
   for (const PointSummary& p : points) {
@@ -98,6 +108,7 @@ Table summary_table(const SweepPlan& plan, const std::vector<PointSummary>& poin
     row.push_back(std::to_string(p.seeds));
     auto mark = [](bool best, bool differs) { return best ? " (best)" : differs ? " *" : ""; };
     row.push_back(loss_text(p.val_loss) + mark(p.best_loss, p.loss_differs));
+    if (excess) row.push_back(loss_text(p.excess_loss) + mark(p.best_excess, p.excess_differs));
     row.push_back(mean_sd(p.val_accuracy, 100, 2) + mark(p.best_accuracy, p.accuracy_differs));
     row.push_back(p.steps_to_target.n == 0
                       ? fmt::format("- (0/{})", p.seeds)
@@ -180,7 +191,8 @@ std::string describe(const SweepPlan& plan) {
   return fmt::format("{}; seeds {}", out, seeds);
 }
 
-std::string footer(const SweepPlan& plan, const std::vector<RunResult>& results, double target_acc) {
+std::string footer(const SweepPlan& plan, const std::vector<RunResult>& results,
+                   const std::vector<PointSummary>& points, double target_acc) {
   const std::size_t eval_every = plan.runs.front().config.optim.eval_every;
   const bool same_eval = std::all_of(plan.runs.begin(), plan.runs.end(),
                                      [&](const PlannedRun& r) { return r.config.optim.eval_every == eval_every; });
@@ -197,6 +209,13 @@ std::string footer(const SweepPlan& plan, const std::vector<RunResult>& results,
       "projections with their biases. KV floats/token/layer: what a key/value cache holds per token and layer, "
       "n_kv_heads (d_k + d_v).\n",
       100 * target_acc, same_eval ? fmt::format(" (every {} steps)", eval_every) : std::string(), target_acc);
+  if (knows_excess(points)) {
+    out += "\nExcess loss: a run's final val loss minus the Bayes loss of the same validation targets (the loss of "
+           "the distribution the task draws them from), so 0 is the best any model can do on average; it is the "
+           "number to compare across points. `(best)` and `*` mark it against the point of lowest mean excess loss, "
+           "by the same rule. A run whose result.json predates it is left out of its point's mean (its results.csv "
+           "cells are empty).\n";
+  }
   if (!plan.skipped.empty()) {
     out += "\nSkipped points (invalid, or the same runs as another point):\n\n";
     for (const SkippedPoint& s : plan.skipped) out += fmt::format("- {}: {}\n", s.point, s.reason);
@@ -329,13 +348,23 @@ std::string final_plot(const SweepPlan& plan, const std::vector<PointSummary>& p
                  .y = {.label = "final validation accuracy (%)", .scale = svg::Scale::linear, .categories = {},
                        .ticks = {}, .floor = 0, .ceiling = 100},
                  .series = {}};
+  svg::Chart excess{.title = "Final excess loss (val loss - Bayes loss)",
+                    .x = x,
+                    .y = {.label = "final excess loss (nats/token)", .scale = svg::Scale::linear, .categories = {},
+                          .ticks = {}},
+                    .series = {}};
   for (const std::string& key : keys) {
     std::vector<const PointSummary*> ps = members[key];
     std::stable_sort(ps.begin(), ps.end(),
                      [&](const PointSummary* a, const PointSummary* b) { return x_of(a->values[col]) < x_of(b->values[col]); });
-    svg::Series l{.name = key, .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}}, a = l;
+    svg::Series l{.name = key, .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}}, a = l, e = l;
     for (const PointSummary* p : ps) {
       const double xv = x_of(p->values[col]);
+      if (p->excess_loss.n > 0) {
+        e.x.push_back(xv);
+        e.y.push_back(p->excess_loss.mean);
+        e.err.push_back(std::isfinite(p->excess_loss.sd) ? p->excess_loss.sd : 0);
+      }
       l.x.push_back(xv);
       l.y.push_back(p->val_loss.mean);
       l.err.push_back(std::isfinite(p->val_loss.sd) ? p->val_loss.sd : 0);
@@ -345,9 +374,15 @@ std::string final_plot(const SweepPlan& plan, const std::vector<PointSummary>& p
     }
     loss.series.push_back(std::move(l));
     acc.series.push_back(std::move(a));
+    excess.series.push_back(std::move(e));
   }
-  return svg::render({loss, acc}, fmt::format("Final validation loss and accuracy vs {} (mean; bars: sd over seeds)",
-                                              column));
+  if (!knows_excess(points)) {
+    return svg::render({loss, acc}, fmt::format("Final validation loss and accuracy vs {} (mean; bars: sd over seeds)",
+                                                column));
+  }
+  return svg::render({loss, excess, acc},
+                     fmt::format("Final validation loss, excess loss and accuracy vs {} (mean; bars: sd over seeds)",
+                                 column));
 }
 
 std::string file_name(const std::string& column) {
@@ -377,6 +412,9 @@ std::vector<RunResult> collect_results(const SweepPlan& plan, const fs::path& di
       r.final_val_loss = number_or_nan(j.at("final_val_loss"));
       r.final_val_accuracy = number_or_nan(j.at("final_val_accuracy"));
       r.best_val_accuracy = number_or_nan(j.at("best_val_accuracy"));
+      // Absent from a result.json written before them: unknown, as for a text.
+      if (j.contains("final_bayes_loss")) r.final_bayes_loss = number_or_nan(j.at("final_bayes_loss"));
+      if (j.contains("final_excess_loss")) r.final_excess_loss = number_or_nan(j.at("final_excess_loss"));
       r.wall_s = number_or_nan(j.at("wall_s"));
       r.tokens_per_s = number_or_nan(j.at("tokens_per_s"));
     } catch (const nlohmann::json::exception& e) {
@@ -416,13 +454,14 @@ std::vector<PointSummary> summarize(const SweepPlan& plan, const std::vector<Run
   std::vector<PointSummary> points;
   for (const PlannedRun& run : plan.runs) {
     if (!points.empty() && points.back().point == run.point) continue;
-    std::vector<double> loss, acc, target;
+    std::vector<double> loss, acc, excess, target;
     const RunResult* first = nullptr;
     for (const RunResult& r : results) {
       if (r.run->point != run.point) continue;
       first = first ? first : &r;
       loss.push_back(r.final_val_loss);
       acc.push_back(r.final_val_accuracy);
+      if (!std::isnan(r.final_excess_loss)) excess.push_back(r.final_excess_loss);
       if (r.steps_to_target) target.push_back(static_cast<double>(*r.steps_to_target));
     }
     if (!first) continue;
@@ -432,6 +471,7 @@ std::vector<PointSummary> summarize(const SweepPlan& plan, const std::vector<Run
     p.seeds = loss.size();
     p.val_loss = seed_stats(loss);
     p.val_accuracy = seed_stats(acc);
+    p.excess_loss = seed_stats(excess);
     p.steps_to_target = seed_stats(target);
     p.parameters = first->parameters;
     p.attention_parameters = first->attention_parameters;
@@ -452,6 +492,19 @@ std::vector<PointSummary> summarize(const SweepPlan& plan, const std::vector<Run
     p.loss_differs = !p.best_loss && differs_beyond_noise(p.val_loss, best_loss->val_loss);
     p.accuracy_differs = !p.best_accuracy && differs_beyond_noise(p.val_accuracy, best_acc->val_accuracy);
   }
+  // Excess loss, among the points that know it (a point of old result.json files may not).
+  const PointSummary* best_excess = nullptr;
+  for (const PointSummary& p : points) {
+    if (p.excess_loss.n > 0 && (!best_excess || p.excess_loss.mean < best_excess->excess_loss.mean)) best_excess = &p;
+  }
+  if (best_excess != nullptr) {
+    const SeedStats best = best_excess->excess_loss;
+    for (PointSummary& p : points) {
+      if (p.excess_loss.n == 0) continue;
+      p.best_excess = p.excess_loss.mean == best.mean;
+      p.excess_differs = !p.best_excess && differs_beyond_noise(p.excess_loss, best);
+    }
+  }
   return points;
 }
 
@@ -460,7 +513,7 @@ std::string write_reports(const SweepPlan& plan, const fs::path& dir, double tar
   const std::vector<PointSummary> points = summarize(plan, results);
   const Table table = summary_table(plan, points, target_acc);
   const std::string about = describe(plan);
-  const std::string notes = footer(plan, results, target_acc);
+  const std::string notes = footer(plan, results, points, target_acc);
 
   write_file_atomically(dir / "results.csv", results_csv(plan, results));
   const std::string summary = fmt::format("# headroom ablate: {}\n\n{}\n{}\n{}", dir.filename().string(), about,

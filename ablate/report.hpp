@@ -3,7 +3,8 @@
 //     DIR/results.csv            one row per finished run, in grid order
 //     DIR/summary.md             one row per grid point: mean and sd over seeds, noise marks
 //     DIR/val_loss.svg           validation loss against step, per point (band: min to max over seeds)
-//     DIR/final_vs_<axis>.svg    final val loss and accuracy against each swept axis (bars: sd)
+//     DIR/final_vs_<axis>.svg    final val loss, accuracy and (when known) excess loss against
+//                                each swept axis (bars: sd)
 //     DIR/report.html            the summary table and every plot on one page
 //
 // All of it is rebuilt from DIR/sweep.json and the runs' result.json and
@@ -33,6 +34,11 @@ struct RunResult {
   double final_val_loss = NAN;
   double final_val_accuracy = NAN;
   double best_val_accuracy = NAN;
+  // The Bayes loss of the run's validation targets and final_val_loss minus it
+  // (docs/design.md #14, #15); NaN when the data does not know its distribution (a
+  // text) or the result.json predates them.
+  double final_excess_loss = NAN;
+  double final_bayes_loss = NAN;
   std::optional<std::size_t> steps_to_target;  // first validation step with accuracy >= the target
   double wall_s = NAN;
   double tokens_per_s = NAN;
@@ -62,15 +68,18 @@ struct PointSummary {
   std::vector<nlohmann::json> values;  // the plan's columns
   std::size_t seeds = 0;               // finished runs pooled here
   SeedStats val_loss, val_accuracy;
+  SeedStats excess_loss;               // over the seeds whose excess loss is known (n = 0: none)
   SeedStats steps_to_target;           // over the seeds that reached the target
   std::size_t parameters = 0, attention_parameters = 0, kv_floats_per_token = 0;
   bool loss_differs = false, accuracy_differs = false;  // from the best point, beyond noise
   bool best_loss = false, best_accuracy = false;
+  bool excess_differs = false, best_excess = false;     // against the point of lowest mean excess loss
 };
 
 // One row per grid point with a finished run, in grid order, with the noise marks
-// against the point of lowest mean val loss and the one of highest mean accuracy
-// (points tied with it are best too).
+// against the point of lowest mean val loss, the one of highest mean accuracy and the
+// one of lowest mean excess loss among the points that know it (points tied with it
+// are best too).
 std::vector<PointSummary> summarize(const SweepPlan& plan, const std::vector<RunResult>& results);
 
 // Writes results.csv, summary.md, the plots and report.html into DIR (each file

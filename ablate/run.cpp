@@ -59,6 +59,7 @@ class Reporter {
 };
 
 nlohmann::json result_json(const PlannedRun& run, const TrainSummary& s, double wall_s) {
+  const auto known = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   const OptimConfig& o = run.config.optim;
   const double tokens = static_cast<double>(s.steps) * static_cast<double>(o.batch * run.config.data.seq_len);
   return {{"id", run.id},
@@ -68,6 +69,8 @@ nlohmann::json result_json(const PlannedRun& run, const TrainSummary& s, double 
           {"final_train_loss", s.final_train_loss},
           {"final_val_loss", s.final_val.loss},
           {"final_val_accuracy", s.final_val.accuracy},
+          {"final_bayes_loss", known(s.bayes_loss)},  // null for a text
+          {"final_excess_loss", known(s.final_excess_loss)},
           {"best_val_accuracy", s.best_val_accuracy},
           {"best_step", s.best_step},
           {"skipped_steps", s.skipped_steps},

@@ -6,10 +6,7 @@
 
 #include <fmt/format.h>
 
-#if __has_include("nn/param_count.hpp")  // TEMPORARY until i14-model lands: remove the guard
 #include "nn/param_count.hpp"
-#define HEADROOM_HAS_PARAM_COUNT 1
-#endif
 #include "plot/svg.hpp"
 
 namespace headroom {
@@ -26,16 +23,6 @@ void add(svg::Series& s, double x, const SeedStats& y) {
   s.x.push_back(x);
   s.y.push_back(y.mean);
   s.err.push_back(std::isfinite(y.sd) ? y.sd : 0.0);
-}
-
-// TEMPORARY until i14-excess lands: RunResult::final_excess_loss, or NaN without it.
-template <typename R>
-double excess_of(const R& r) {
-  if constexpr (requires { r.final_excess_loss; }) {
-    return r.final_excess_loss;
-  } else {
-    return NAN;
-  }
 }
 
 std::string loss_name(const PointNumbers& p) { return p.has_excess() ? "excess loss" : "val loss"; }
@@ -123,7 +110,7 @@ SweepNumbers sweep_numbers(const std::string& name, const SweepPlan& plan, const
     for (const RunResult& r : results) {
       if (r.run->point != run.point) continue;
       loss.push_back(r.final_val_loss);
-      if (const double e = excess_of(r); std::isfinite(e)) excess.push_back(e);
+      if (std::isfinite(r.final_excess_loss)) excess.push_back(r.final_excess_loss);
       speed.push_back(r.tokens_per_s);
       accuracy.push_back(r.final_val_accuracy);
       p.parameters = r.parameters;
@@ -160,10 +147,6 @@ ClaimRow assess_mha_parameters(const SweepNumbers* heads) {
                .verdict = Verdict::inconclusive,
                .finding = {},
                .summary = {}};
-#ifndef HEADROOM_HAS_PARAM_COUNT
-  (void)heads;
-  return row;
-#else
   std::vector<ExactCheck> checks;
   auto block = [](std::size_t d_model, std::size_t heads, std::size_t d_k, std::size_t kv_heads) {
     ModelConfig m;
@@ -226,7 +209,6 @@ ClaimRow assess_mha_parameters(const SweepNumbers* heads) {
   row.finding = fmt::format("The counter {} the formula: {} of {} counts are exact.", verdict_word(row.verdict), equal,
                             checks.size());
   return row;
-#endif
 }
 
 std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::vector<InitPoint>& init) {
@@ -567,7 +549,6 @@ ClaimRow assess_kv_heads(const SweepNumbers& sweep) {
   svg::Chart loss{.title = "Loss reached", .x = axis("key/value heads g", svg::Scale::log), .y = axis(""),
                   .series = {}};
   svg::Series b = series("count_parameters"), l = series("mean over seeds (bars: sd)");
-#ifdef HEADROOM_HAS_PARAM_COUNT
   if (mha != nullptr) {
     const double full = static_cast<double>(count_parameters(mha->config.model, mha->config.data.seq_len).kv_cache_bytes_per_token);
     std::vector<const PointNumbers*> points;
@@ -593,7 +574,6 @@ ClaimRow assess_kv_heads(const SweepNumbers& sweep) {
           p == mha ? "" : differs ? ", differs from MHA beyond noise" : ", within noise of MHA"));
     }
   }
-#endif
   bytes.series.push_back(std::move(b));
   loss.series.push_back(std::move(l));
   row.verdict = exact_rule(checks);

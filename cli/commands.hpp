@@ -17,6 +17,7 @@ Run add_eval_command(CLI::App& app);
 Run add_ablate_command(CLI::App& app);
 Run add_attention_command(CLI::App& app);
 Run add_heads_command(CLI::App& app);
+Run add_params_command(CLI::App& app);
 Run add_claims_command(CLI::App& app);
 
 }  // namespace headroom::cli

@@ -184,6 +184,10 @@ int run_eval(const EvalFlags& flags) {
       j["perplexity"] = perplexity;
       j["bits_per_char"] = bits;
     }
+    if (r.bayes_loss) {  // a task's own validation data (docs/design.md #15)
+      j["bayes_loss"] = *r.bayes_loss;
+      j["excess_loss"] = *r.excess_loss();
+    }
     fmt::print("{}\n", j.dump());
     return 0;
   }
@@ -196,6 +200,10 @@ int run_eval(const EvalFlags& flags) {
   // examples/load_checkpoint.py --expect.
   fmt::print("loss        {}\n", flags.tokens.empty() ? fmt::format("{:.4f}", r.loss)
                                                        : fmt::format("{:.9g}", r.loss));
+  if (r.bayes_loss) {  // a task's own validation data: the floor, and how far above it the model is
+    fmt::print("bayes loss  {:.4f}\n", *r.bayes_loss);
+    fmt::print("excess loss {:.4f}\n", *r.excess_loss());
+  }
   fmt::print("accuracy    {:.2f}%\n", 100 * r.accuracy);
   if (report.text_model) {
     fmt::print("perplexity  {:.3f}\n", perplexity);

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
       {"ablate", headroom::cli::add_ablate_command(app)},
       {"attention", headroom::cli::add_attention_command(app)},
       {"heads", headroom::cli::add_heads_command(app)},
+      {"params", headroom::cli::add_params_command(app)},
       {"claims", headroom::cli::add_claims_command(app)},
   };
 

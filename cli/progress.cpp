@@ -34,9 +34,11 @@ void SweepBoard::operator()(const SweepEvent& e) {
       redraw(false);
       break;
     case Kind::finished:
-      ended(fmt::format("{}: val loss {:.4f}, val accuracy {:.2f}%, {} steps in {}", e.run->id,
-                        e.summary->final_val.loss, 100 * e.summary->final_val.accuracy, e.summary->steps,
-                        duration(e.wall_s)),
+      ended(fmt::format("{}: val loss {:.4f}{}, val accuracy {:.2f}%, {} steps in {}", e.run->id,
+                        e.summary->final_val.loss,
+                        e.summary->final_excess_loss ? fmt::format(" (excess {:.4f})", *e.summary->final_excess_loss)
+                                                     : std::string(),
+                        100 * e.summary->final_val.accuracy, e.summary->steps, duration(e.wall_s)),
             true);
       break;
     case Kind::stopped:

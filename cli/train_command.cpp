@@ -104,9 +104,10 @@ int run_train(const TrainCommandFlags& flags) {
   const bool tty = isatty(fileno(stdout)) != 0 && !flags.quiet;
   const ModelConfig& m = config.model;
   fmt::print("headroom train: {} (vocab {}, seq_len {}), d_model {}, {} layers, {} heads (kv {}), d_k {}, d_v {}, "
-             "{}-norm\n",
+             "{}{}\n",
              data->name(), m.vocab, config.data.seq_len, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.d_k, m.d_v,
-             to_string(m.norm));
+             m.norm == NormPlacement::none ? std::string("no norm") : to_string(m.norm) + "-norm",
+             m.attn_only ? ", attention-only" : "");
   if (const auto* task = dynamic_cast<const Task*>(data.get())) fmt::print("example: {}\n", task->example());
   std::fflush(stdout);
 
@@ -121,18 +122,29 @@ int run_train(const TrainCommandFlags& flags) {
   } else if (!flags.out && !flags.no_save) {
     fmt::print("saving to {} (--out DIR to choose, --no-save to keep nothing)\n", out_dir);
   }
+  // The floor of the validation loss, once: every validation scores the same targets
+  // (docs/design.md #15).
+  const OptimConfig& o = config.optim;
+  if (const std::optional<double> bayes =
+          bayes_loss(validation_batches(*data, o.eval_batches, o.batch, validation_seed(o.seed)))) {
+    fmt::print("bayes loss {:.4f} on the validation targets (the true distribution's loss; excess = val - bayes)\n",
+               *bayes);
+  }
   std::fflush(stdout);
 
   double last_val_loss = NAN, last_val_acc = NAN;
+  std::optional<double> last_excess;
   options.on_progress = [&](const Progress& p) {
     if (p.evaluated) {
       last_val_loss = p.val.loss;
       last_val_acc = p.val.accuracy;
+      last_excess = p.val.excess_loss();
     }
     const double eta = p.step > 0 ? p.elapsed_s * static_cast<double>(p.steps - p.step) / static_cast<double>(p.step) : 0;
+    const std::string excess = last_excess ? fmt::format(" excess {:.4f}", *last_excess) : std::string();
     const std::string val = std::isnan(last_val_loss)
                                 ? std::string("val -")
-                                : fmt::format("val {:.4f} acc {:5.1f}%", last_val_loss, 100 * last_val_acc);
+                                : fmt::format("val {:.4f}{} acc {:5.1f}%", last_val_loss, excess, 100 * last_val_acc);
     if (tty) {
       constexpr int kWidth = 24;
       const int filled = static_cast<int>(kWidth * p.step / p.steps);
@@ -170,6 +182,10 @@ int run_train(const TrainCommandFlags& flags) {
   fmt::print("final: train loss {:.4f}, val loss {:.4f}, val accuracy {:.2f}% (best {:.2f}% at step {})\n",
              s.final_train_loss, s.final_val.loss, 100 * s.final_val.accuracy, 100 * s.best_val_accuracy,
              s.best_step);
+  if (s.final_excess_loss && s.bayes_loss) {
+    fmt::print("excess loss {:.4f} (val loss - bayes loss {:.4f}){}\n", *s.final_excess_loss, *s.bayes_loss,
+               s.best_excess_loss ? fmt::format(", lowest {:.4f}", *s.best_excess_loss) : std::string());
+  }
   if (!options.out_dir.empty()) {
     fmt::print("wrote {0}/config.json, {0}/metrics.csv and {0}/model.safetensors (checkpoints in "
                "{0}/checkpoints)\n",

@@ -222,14 +222,15 @@ void check_flags_read(const TrainFlags& f, const std::vector<TrainConfig>& runs)
 
 TrainFlagGroups add_train_flags(CLI::App& app, TrainFlags& flags, TrainFlagSet set) {
   // ablate sweeps these (and --seeds) with flags of its own.
-  const std::vector<std::string> skip =
-      set == TrainFlagSet::ablate ? std::vector<std::string>{"n_heads", "d_k", "n_kv_heads", "seed"}
-                                  : std::vector<std::string>{};
+  std::vector<std::string> skip;
+  if (set == TrainFlagSet::ablate) skip = {"n_heads", "d_k", "n_kv_heads", "seed"};
+  if (set == TrainFlagSet::params) skip = {"text"};  // a text's vocabulary is read from the text
   CLI::Option_group* model = app.add_option_group("Model");
   add_section_flags(*model, flags, &TrainConfig::model, "model", [](auto visit) { for_each_model_field(visit); },
                     skip);
   CLI::Option_group* data = app.add_option_group("Data");
   add_section_flags(*data, flags, &TrainConfig::data, "data", [](auto visit) { for_each_data_field(visit); }, skip);
+  if (set == TrainFlagSet::params) return {.model = model, .data = data, .training = nullptr};
   CLI::Option_group* opt = app.add_option_group("Training");
   add_section_flags(*opt, flags, &TrainConfig::optim, "train", [](auto visit) { for_each_optim_field(visit); }, skip);
   return {.model = model, .data = data, .training = opt};

@@ -30,8 +30,10 @@ struct TrainFlagGroups {
 };
 
 // `ablate` sweeps --heads, --dk and --kv-heads as lists and takes --seeds for
-// --seed, so it registers those flags itself.
-enum class TrainFlagSet { train, ablate };
+// --seed, so it registers those flags itself. `params` counts a model and trains
+// nothing: the model flags and, of the data flags, --task, --seq-len and --vocab
+// (its `training` group is null).
+enum class TrainFlagSet { train, ablate, params };
 
 // Registers the model, data and training flags on `cmd` as option groups that
 // write into `flags` (which must outlive the parse): one flag per field of the

@@ -21,7 +21,9 @@ the checkpoint, so load_state_dict(strict=True) takes the tensors without renami
     x = tok_emb[tokens] + position            learned (pos_emb) or sinusoidal, no scaling
     pre-norm:  x = x + attn(ln1(x));  x = x + ffn(ln2(x))
     post-norm: x = ln1(x + attn(x));  x = ln2(x + ffn(x))
-    ln_f, then head (or tok_emb.weight when tied)
+    no norm:   x = x + attn(x);       x = x + ffn(x)        (norm = "none")
+    attn_only: only the first half of each line (no ffn, no ln2)
+    ln_f (not with norm = "none"), then head (or tok_emb.weight when tied)
     attn: head-major q/k/v/out projections; query head j reads kv head j // g,
           g = n_heads / n_kv_heads; scores (q . k) * attn_scale; causal mask;
           heads concatenated before out_proj (or added, head_combine = "sum")
@@ -142,21 +144,35 @@ class FeedForward(nn.Module):
         return self.fc2(h)
 
 
+def layer_norm(cfg):
+    """A LayerNorm, or None (the identity) with norm = "none"."""
+    if cfg["norm"] not in ("pre", "post", "none"):
+        raise ValueError(f"unknown norm {cfg['norm']!r}")
+    return None if cfg["norm"] == "none" else nn.LayerNorm(cfg["d_model"], eps=cfg["ln_eps"])
+
+
+def apply(norm, x):
+    return x if norm is None else norm(x)
+
+
 class Block(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        self.pre = cfg["norm"] == "pre"
-        self.ln1 = nn.LayerNorm(cfg["d_model"], eps=cfg["ln_eps"])
+        # A file written before attn_only existed has no key: its blocks have a ffn.
+        attn_only = cfg.get("attn_only", False)
+        self.post = cfg["norm"] == "post"
+        self.ln1 = layer_norm(cfg)
         self.attn = Attention(cfg)
-        self.ln2 = nn.LayerNorm(cfg["d_model"], eps=cfg["ln_eps"])
-        self.ffn = FeedForward(cfg)
+        self.ln2 = None if attn_only else layer_norm(cfg)
+        self.ffn = None if attn_only else FeedForward(cfg)
 
     def forward(self, x):
-        if self.pre:
-            x = x + self.attn(self.ln1(x))
-            return x + self.ffn(self.ln2(x))
-        x = self.ln1(x + self.attn(x))
-        return self.ln2(x + self.ffn(x))
+        if self.post:
+            x = apply(self.ln1, x + self.attn(x))
+            return x if self.ffn is None else apply(self.ln2, x + self.ffn(x))
+        # Pre-norm, and no norm, where apply passes x through.
+        x = x + self.attn(apply(self.ln1, x))
+        return x if self.ffn is None else x + self.ffn(apply(self.ln2, x))
 
 
 class TransformerLM(nn.Module):
@@ -172,7 +188,7 @@ class TransformerLM(nn.Module):
         else:
             raise ValueError(f"unknown pos {cfg['pos']!r}")
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg["n_layers"]))
-        self.ln_f = nn.LayerNorm(cfg["d_model"], eps=cfg["ln_eps"])
+        self.ln_f = layer_norm(cfg)
         self.head = None if cfg["tie_embeddings"] else nn.Linear(cfg["d_model"], cfg["vocab"], bias=False)
 
     def forward(self, tokens):  # (B, T) -> logits (B, T, V)
@@ -181,7 +197,7 @@ class TransformerLM(nn.Module):
         x = self.tok_emb(tokens) + pos  # (B, T, C)
         for block in self.blocks:
             x = block(x)
-        x = self.ln_f(x)
+        x = apply(self.ln_f, x)
         return self.head(x) if self.head is not None else x @ self.tok_emb.weight.T
 
     def loss(self, tokens):  # (B, T+1) -> mean next-token cross-entropy

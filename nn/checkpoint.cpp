@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "nn/config_json.hpp"
+#include "nn/param_count.hpp"
 
 namespace headroom {
 
@@ -16,38 +17,26 @@ namespace {
 
 constexpr const char* kConfigKey = "config";
 
-// a * b, saturating at the largest uint64 (only compared against a bound).
-std::uint64_t mul_sat(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t r = 0;
-  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<std::uint64_t>::max() : r;
-}
 std::uint64_t add_sat(std::uint64_t a, std::uint64_t b) {
   std::uint64_t r = 0;
   return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<std::uint64_t>::max() : r;
 }
+std::uint64_t mul_sat(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<std::uint64_t>::max() : r;
+}
 
-// The number of parameter values a resolved config makes TransformerLM allocate,
-// following the parameter names of docs/design.md. load_model compares it with the file before building,
-// so that a config claiming a vocabulary of 10^12 is an error rather than an
-// allocation of terabytes.
+// The number of parameter values a resolved config makes TransformerLM allocate
+// (count_parameters, which allocates nothing), saturating at the largest uint64 for a
+// count beyond 64 bits. load_model compares it with the file before building, so that
+// a config claiming a vocabulary of 10^12 is an error rather than an allocation of
+// terabytes.
 std::uint64_t parameter_values(const ModelConfig& c) {
-  const std::uint64_t C = c.d_model, b = c.bias ? 1 : 0;
-  const std::uint64_t q = mul_sat(c.n_heads, c.d_k), k = mul_sat(c.n_kv_heads, c.d_k);
-  const std::uint64_t v = mul_sat(c.n_kv_heads, c.d_v);
-  const std::uint64_t o = c.head_combine == HeadCombine::concat ? mul_sat(c.n_heads, c.d_v) : c.d_v;  // out_proj in
-  std::uint64_t block = mul_sat(4, C);  // ln1, ln2
-  block = add_sat(block, mul_sat(add_sat(C, b), q));
-  block = add_sat(block, mul_sat(add_sat(C, b), k));
-  block = add_sat(block, mul_sat(add_sat(C, b), v));
-  block = add_sat(block, add_sat(mul_sat(o, C), mul_sat(b, C)));
-  block = add_sat(block, mul_sat(add_sat(C, b), c.d_ff));
-  block = add_sat(block, add_sat(mul_sat(c.d_ff, C), mul_sat(b, C)));
-  std::uint64_t n = mul_sat(c.vocab, C);  // tok_emb
-  if (c.pos == PositionEncoding::learned) n = add_sat(n, mul_sat(c.max_len, C));
-  n = add_sat(n, mul_sat(c.n_layers, block));
-  n = add_sat(n, mul_sat(2, C));  // ln_f
-  if (!c.tie_embeddings) n = add_sat(n, mul_sat(c.vocab, C));  // head
-  return n;
+  try {
+    return count_parameters(c, 0).total();
+  } catch (const std::invalid_argument&) {
+    return std::numeric_limits<std::uint64_t>::max();
+  }
 }
 
 }  // namespace

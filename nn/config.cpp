@@ -18,7 +18,8 @@ namespace headroom {
 NormPlacement parse_norm(const std::string& name) {
   if (name == "pre") return NormPlacement::pre;
   if (name == "post") return NormPlacement::post;
-  throw std::invalid_argument(fmt::format("norm must be 'pre' or 'post', got '{}'", name));
+  if (name == "none") return NormPlacement::none;
+  throw std::invalid_argument(fmt::format("norm must be 'pre', 'post' or 'none', got '{}'", name));
 }
 
 PositionEncoding parse_pos(const std::string& name) {
@@ -27,7 +28,14 @@ PositionEncoding parse_pos(const std::string& name) {
   throw std::invalid_argument(fmt::format("pos must be 'learned' or 'sinusoidal', got '{}'", name));
 }
 
-std::string to_string(NormPlacement norm) { return norm == NormPlacement::pre ? "pre" : "post"; }
+std::string to_string(NormPlacement norm) {
+  switch (norm) {
+    case NormPlacement::pre: return "pre";
+    case NormPlacement::post: return "post";
+    case NormPlacement::none: return "none";
+  }
+  return "pre";
+}
 std::string to_string(PositionEncoding pos) {
   return pos == PositionEncoding::learned ? "learned" : "sinusoidal";
 }
@@ -54,7 +62,25 @@ ResolvedModelConfig ModelConfig::resolved() const {
   positive("n_layers", n_layers);
   positive("n_heads", n_heads);
   positive("max_len", max_len);
-  if (r.d_ff == 0) r.d_ff = 4 * d_model;
+  // docs/design.md #11: a value the model would not read is refused. An attention-only
+  // model has no feed-forward sublayer, so its d_ff is 0 and its activation the
+  // default; one without norms has no ln_eps to use. The defaults say nothing, as in
+  // what headroom writes for a model with a feed-forward (d_ff 4 * d_model), so a
+  // run's config.json with --attn-only on top is an attention-only model of that run.
+  if (attn_only && d_ff != 0 && d_ff != 4 * d_model) {
+    throw std::invalid_argument(fmt::format(
+        "model config: d_ff {} with attn_only: an attention-only block has no feed-forward sublayer", d_ff));
+  }
+  if (attn_only && activation != ModelConfig{}.activation) {
+    throw std::invalid_argument(fmt::format(
+        "model config: activation '{}' with attn_only: an attention-only block has no feed-forward sublayer",
+        to_string(activation)));
+  }
+  if (norm == NormPlacement::none && ln_eps != ModelConfig{}.ln_eps) {
+    throw std::invalid_argument(fmt::format(
+        "model config: ln_eps {} with norm 'none': a model without LayerNorm has no eps to use", ln_eps));
+  }
+  r.d_ff = attn_only ? 0 : d_ff == 0 ? 4 * d_model : d_ff;
   if (!(ln_eps > 0) || !std::isfinite(ln_eps)) {
     throw std::invalid_argument(fmt::format("model config: ln_eps must be a positive number, got {}", ln_eps));
   }

@@ -12,10 +12,11 @@
 
 namespace headroom {
 
-enum class NormPlacement { pre, post };
+// none: no LayerNorm anywhere, ln_f included (docs/design.md #13).
+enum class NormPlacement { pre, post, none };
 enum class PositionEncoding { learned, sinusoidal };
 
-NormPlacement parse_norm(const std::string& name);  // "pre" | "post"
+NormPlacement parse_norm(const std::string& name);  // "pre" | "post" | "none"
 PositionEncoding parse_pos(const std::string& name);  // "learned" | "sinusoidal"
 std::string to_string(NormPlacement norm);
 std::string to_string(PositionEncoding pos);
@@ -33,7 +34,7 @@ struct ModelConfig {
   std::size_t d_k = 0;         // 0 means d_model / n_heads
   std::size_t d_v = 0;         // 0 means d_k
   HeadCombine head_combine = HeadCombine::concat;  // sum: heads added, out_proj (d_model, d_v)
-  std::size_t d_ff = 0;        // 0 means 4 * d_model
+  std::size_t d_ff = 0;        // 0 means 4 * d_model; with attn_only 0 or 4 * d_model, resolved to 0
   std::size_t max_len = 128;
   NormPlacement norm = NormPlacement::pre;
   Activation activation = Activation::gelu;
@@ -43,6 +44,7 @@ struct ModelConfig {
   double ln_eps = 1e-5;
   bool bias = true;
   bool tie_embeddings = false;
+  bool attn_only = false;      // blocks without the feed-forward sublayer (docs/design.md #13)
 
   // Every default filled in and every value checked; a bad value or combination is
   // a std::invalid_argument naming the key and the numbers.
@@ -52,7 +54,7 @@ struct ModelConfig {
 };
 
 // A ModelConfig that resolved() has made: every value checked, and n_kv_heads, d_k,
-// d_v, d_ff and attn_scale filled in. Only resolved() makes one, so code that takes
+// d_v, d_ff (0 with attn_only: there is no feed-forward sublayer) and attn_scale filled in. Only resolved() makes one, so code that takes
 // one (TransformerLM, to_json) trusts it instead of resolving again. It reads as a
 // const ModelConfig& (`config->d_k`, or pass it where a ModelConfig is wanted); to
 // change a field, copy it into a ModelConfig and resolve that.

@@ -33,7 +33,7 @@ void for_each_model_field(Visit&& visit) {
               Flag{.help = "Feed-forward width (default 4 * d_model)", .check = C::positive_whole_number}));
   visit(field("max_len", &M::max_len,
               Flag{.help = "Longest sequence the model accepts (default --seq-len)", .check = C::positive_whole_number}));
-  visit(choice("norm", &M::norm, parse_norm, Flag{.help = "pre | post (default pre)"}));
+  visit(choice("norm", &M::norm, parse_norm, Flag{.help = "pre | post | none (default pre)"}));
   visit(choice("activation", &M::activation, parse_activation,
                Flag{.help = "gelu | gelu_tanh | relu (default gelu)"}));
   visit(choice("pos", &M::pos, parse_pos, Flag{.help = "learned | sinusoidal (default learned)"}));
@@ -45,6 +45,8 @@ void for_each_model_field(Visit&& visit) {
   visit(field("bias", &M::bias, Flag{.name = "--no-bias", .help = "Linear layers without bias"}));
   visit(field("tie_embeddings", &M::tie_embeddings,
               Flag{.help = "Share the output head with the token embedding"}));
+  visit(field("attn_only", &M::attn_only,
+              Flag{.help = "Blocks without the feed-forward sublayer (TransformerLens's attn_only)"}));
 }
 
 }  // namespace headroom

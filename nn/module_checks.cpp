@@ -130,16 +130,30 @@ std::vector<ModuleCase> build_cases() {
                                     gradcheck([&] { return std::vector<D>{m.forward(x).out}; }, inputs, o)};
                  }});
   }
-  for (NormPlacement norm : {NormPlacement::pre, NormPlacement::post}) {
-    c.push_back({"TransformerBlock", norm == NormPlacement::pre ? "pre-norm" : "post-norm",
-                 [norm](Rng& r, const GradcheckOptions& o) {
+  struct Block {
+    const char* what;
+    NormPlacement norm;
+    bool attn_only;
+  };
+  static const Block blocks[] = {
+      {"pre-norm", NormPlacement::pre, false},
+      {"post-norm", NormPlacement::post, false},
+      {"no norm", NormPlacement::none, false},
+      {"attention-only, pre-norm", NormPlacement::pre, true},
+      {"attention-only, post-norm", NormPlacement::post, true},
+      {"attention-only, no norm", NormPlacement::none, true},
+  };
+  for (const Block& b : blocks) {
+    c.push_back({"TransformerBlock", b.what, [b](Rng& r, const GradcheckOptions& o) {
                    TransformerBlock<double> m({.attention = {.d_model = 6, .n_heads = 2},
                                                .ffn = {.d_model = 6, .d_ff = 8},
-                                               .norm = norm},
+                                               .norm = b.norm,
+                                               .attn_only = b.attn_only},
                                               r);
                    redraw(m, r);
                    D x = input({2, 4, 6}, r);
-                   return std::pair{std::string("x (2, 4, 6)"), check(m, x, [&] { return m.forward(x); }, o)};
+                   return std::pair{fmt::format("x (2, 4, 6), {} parameters", m.parameter_count()),
+                                    check(m, x, [&] { return m.forward(x); }, o)};
                  }});
   }
   struct Lm {
@@ -154,6 +168,15 @@ std::vector<ModuleCase> build_cases() {
       {"loss, heads summed, GQA",
        {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_combine = HeadCombine::sum,
         .max_len = 6}},
+      {"loss, attention-only, no norm",
+       {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 2, .max_len = 6, .norm = NormPlacement::none,
+        .attn_only = true}},
+      {"loss, attention-only, tied",
+       {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6, .tie_embeddings = true,
+        .attn_only = true}},
+      {"loss, no norm, sinusoidal",
+       {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6, .norm = NormPlacement::none,
+        .pos = PositionEncoding::sinusoidal}},
   };
   for (const Lm& lm : lms) {
     c.push_back({"TransformerLM", lm.what, [lm](Rng& r, const GradcheckOptions& o) {

@@ -9,30 +9,40 @@ namespace headroom {
 
 template <typename T>
 TransformerBlock<T>::TransformerBlock(const BlockOptions& options, Rng& rng)
-    : norm_(options.norm),
-      ln1_({.dim = options.attention.d_model, .eps = options.ln_eps}),
-      attn_(options.attention, rng),
-      ln2_({.dim = options.attention.d_model, .eps = options.ln_eps}),
-      ffn_(options.ffn, rng) {
-  this->register_module("ln1", ln1_);
+    : norm_(options.norm), attn_(options.attention, rng) {
+  // The members are made in the order the parameters are registered (and drawn:
+  // only attn and ffn draw from rng), so that a block with every part keeps the
+  // parameter order and the initial values it always had.
+  const LayerNormOptions ln{.dim = options.attention.d_model, .eps = options.ln_eps};
+  const bool normed = options.norm != NormPlacement::none;
+  if (normed) {
+    ln1_ = std::make_unique<LayerNorm<T>>(ln);
+    this->register_module("ln1", *ln1_);
+  }
   this->register_module("attn", attn_);
-  this->register_module("ln2", ln2_);
-  this->register_module("ffn", ffn_);
+  if (options.attn_only) return;
+  if (normed) {
+    ln2_ = std::make_unique<LayerNorm<T>>(ln);
+    this->register_module("ln2", *ln2_);
+  }
+  ffn_ = std::make_unique<FeedForward<T>>(options.ffn, rng);
+  this->register_module("ffn", *ffn_);
 }
 
 template <typename T>
 Tensor<T> TransformerBlock<T>::forward(const Tensor<T>& x, const Mask* key_padding_mask, Tensor<T>* weights) {
   const bool need = weights != nullptr;
-  if (norm_ == NormPlacement::pre) {
-    AttentionOutput<T> a = attn_.forward(ln1_.forward(x), key_padding_mask, need);
+  if (norm_ == NormPlacement::post) {
+    AttentionOutput<T> a = attn_.forward(x, key_padding_mask, need);
     if (need) *weights = a.weights;
-    Tensor<T> h = add(x, a.out);
-    return add(h, ffn_.forward(ln2_.forward(h)));
+    Tensor<T> h = norm1(add(x, a.out));
+    return ffn_ ? norm2(add(h, ffn_->forward(h))) : h;
   }
-  AttentionOutput<T> a = attn_.forward(x, key_padding_mask, need);
+  // Pre-norm, and no norm, where norm1 and norm2 pass x through.
+  AttentionOutput<T> a = attn_.forward(norm1(x), key_padding_mask, need);
   if (need) *weights = a.weights;
-  Tensor<T> h = ln1_.forward(add(x, a.out));
-  return ln2_.forward(add(h, ffn_.forward(h)));
+  Tensor<T> h = add(x, a.out);
+  return ffn_ ? add(h, ffn_->forward(norm2(h))) : h;
 }
 
 template <typename T>
@@ -41,8 +51,7 @@ TransformerLM<T>::TransformerLM(const ModelConfig& config, Rng& rng) : Transform
 template <typename T>
 TransformerLM<T>::TransformerLM(const ResolvedModelConfig& config, Rng& rng)
     : config_(config),
-      tok_emb_({.num_embeddings = config->vocab, .dim = config->d_model}, rng),
-      ln_f_({.dim = config->d_model, .eps = config->ln_eps}) {
+      tok_emb_({.num_embeddings = config->vocab, .dim = config->d_model}, rng) {
   const ModelConfig& c = config_;
   this->register_module("tok_emb", tok_emb_);
   if (c.pos == PositionEncoding::learned) {
@@ -61,12 +70,16 @@ TransformerLM<T>::TransformerLM(const ResolvedModelConfig& config, Rng& rng)
                 .bias = c.bias,
                 .out_init_std = residual_std},
         .norm = c.norm,
-        .ln_eps = c.ln_eps};
+        .ln_eps = c.ln_eps,
+        .attn_only = c.attn_only};
     b.attention.out_init_std = residual_std;
     blocks_.push_back(std::make_unique<TransformerBlock<T>>(b, rng));
     this->register_module(fmt::format("blocks.{}", i), *blocks_.back());
   }
-  this->register_module("ln_f", ln_f_);
+  if (c.norm != NormPlacement::none) {
+    ln_f_ = std::make_unique<LayerNorm<T>>(LayerNormOptions{.dim = c.d_model, .eps = c.ln_eps});
+    this->register_module("ln_f", *ln_f_);
+  }
   if (!c.tie_embeddings) {
     head_ = std::make_unique<Linear<T>>(
         LinearOptions{.in_features = c.d_model, .out_features = c.vocab, .bias = false}, rng);
@@ -100,7 +113,7 @@ Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens, std::vector<Tensor
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     x = blocks_[i]->forward(x, nullptr, attention_weights ? &(*attention_weights)[i] : nullptr);
   }
-  x = ln_f_.forward(x);
+  if (ln_f_) x = ln_f_->forward(x);
   return head_ ? head_->forward(x) : linear(x, tok_emb_.weight());  // (B, T, V)
 }
 

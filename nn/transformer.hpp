@@ -3,7 +3,10 @@
 // Legend: B = batch, T = time, C = d_model, V = vocab.
 //   pre-norm:  x = x + attn(ln1(x));  x = x + ffn(ln2(x))
 //   post-norm: x = ln1(x + attn(x));  x = ln2(x + ffn(x))   (Vaswani et al., 2017)
-// ln_f follows the last block in both cases, then head (or tok_emb.weight, tied).
+//   no norm:   x = x + attn(x);       x = x + ffn(x)
+// ln_f follows the last block (except with no norm), then head (or tok_emb.weight,
+// tied). An attention-only block (attn_only) has no ffn and no ln2: only the first
+// half of each line runs (docs/design.md #13).
 // The input is tok_emb[token] + position, without sqrt(d_model) scaling.
 #pragma once
 
@@ -23,6 +26,7 @@ struct BlockOptions {
   FeedForwardOptions ffn;
   NormPlacement norm = NormPlacement::pre;
   double ln_eps = 1e-5;
+  bool attn_only = false;  // no feed-forward sublayer (and no ln2); `ffn` is then unused
 };
 
 template <typename T>
@@ -37,11 +41,14 @@ class TransformerBlock : public Module<T> {
   MultiHeadAttention<T>& attention() { return attn_; }
 
  private:
+  Tensor<T> norm1(const Tensor<T>& x) const { return ln1_ ? ln1_->forward(x) : x; }
+  Tensor<T> norm2(const Tensor<T>& x) const { return ln2_ ? ln2_->forward(x) : x; }
+
   NormPlacement norm_;
-  LayerNorm<T> ln1_;
+  std::unique_ptr<LayerNorm<T>> ln1_;  // absent with no norm
   MultiHeadAttention<T> attn_;
-  LayerNorm<T> ln2_;
-  FeedForward<T> ffn_;
+  std::unique_ptr<LayerNorm<T>> ln2_;  // absent with no norm or attn_only
+  std::unique_ptr<FeedForward<T>> ffn_;  // absent with attn_only
 };
 
 template <typename T>
@@ -73,7 +80,7 @@ class TransformerLM : public Module<T> {
   std::unique_ptr<Embedding<T>> pos_emb_;  // learned positions only
   xt::xarray<T> sinusoid_;                 // (max_len, C), sinusoidal positions only
   std::vector<std::unique_ptr<TransformerBlock<T>>> blocks_;
-  LayerNorm<T> ln_f_;
+  std::unique_ptr<LayerNorm<T>> ln_f_;  // absent with no norm
   std::unique_ptr<Linear<T>> head_;  // absent when tied
 };
 

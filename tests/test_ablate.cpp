@@ -148,7 +148,7 @@ TEST_CASE("ablate flags: lists, --sweep keys and values, seeds and shards are ch
   CHECK_THROWS_WITH(hr::parse_sweep_flag("nokey"), doctest::Contains("expected KEY=V1,V2,..."));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("unknown_key=1"), doctest::Contains("unknown key 'unknown_key'"));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("lr=abc"), doctest::Contains("'train.lr' must be a number"));
-  CHECK_THROWS_WITH(hr::parse_sweep_flag("norm=middle"), doctest::Contains("norm must be 'pre' or 'post'"));
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("norm=middle"), doctest::Contains("norm must be 'pre', 'post' or 'none'"));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("lr=0.1,"), doctest::Contains("empty value"));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("n_heads=1,2"), doctest::Contains("with --heads"));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("seed=1,2"), doctest::Contains("with --seeds"));
@@ -244,10 +244,10 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
   const std::vector<std::string> csv = lines_of(read_file(dir / "results.csv"));
   REQUIRE(csv.size() == 5);
   CHECK(csv[0] == "run,n_heads,d_k,n_kv_heads,seed,parameters,attention_parameters_per_layer,"
-                  "kv_floats_per_token_per_layer,final_train_loss,final_val_loss,final_val_accuracy,best_val_accuracy,"
-                  "steps_to_target,wall_s,tokens_per_s");
+                  "kv_floats_per_token_per_layer,final_train_loss,final_val_loss,final_bayes_loss,final_excess_loss,"
+                  "final_val_accuracy,best_val_accuracy,steps_to_target,wall_s,tokens_per_s");
   const std::vector<std::string> row = fields(csv[3]);
-  REQUIRE(row.size() == 15);
+  REQUIRE(row.size() == 17);
   CHECK(row[0] == "h4-dk4-s0");
   CHECK(row[1] == "4");
   CHECK(row[2] == "4");
@@ -256,8 +256,10 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
   CHECK(row[6] == "1088");
   CHECK(row[7] == "32");
   CHECK(std::stod(row[9]) > 0);
-  CHECK(std::stod(row[10]) >= 0);
-  CHECK(std::stod(row[13]) > 0);
+  CHECK(row[10] == "0");       // copy's answers are determined: Bayes loss 0
+  CHECK(row[11] == row[9]);    // so the excess loss is the val loss
+  CHECK(std::stod(row[12]) >= 0);
+  CHECK(std::stod(row[15]) > 0);
 
   const std::string summary = read_file(dir / "summary.md");
   std::size_t table_rows = 0;

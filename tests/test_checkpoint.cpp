@@ -259,7 +259,14 @@ TEST_CASE("checkpoint: load_model builds the model of the file's config, whateve
                         .pos = PositionEncoding::sinusoidal, .causal = false, .attn_scale = 0.3, .ln_eps = 1e-3,
                         .tie_embeddings = true},
         hr::ModelConfig{.vocab = 5, .d_model = 6, .n_layers = 1, .n_heads = 3, .d_v = 4,
-                        .head_combine = hr::HeadCombine::sum, .max_len = 4}}) {
+                        .head_combine = hr::HeadCombine::sum, .max_len = 4},
+        // attention-only without norms, and each switch alone (docs/design.md #13)
+        hr::ModelConfig{.vocab = 5, .d_model = 6, .n_layers = 2, .n_heads = 2, .max_len = 4,
+                        .norm = NormPlacement::none, .attn_only = true},
+        hr::ModelConfig{.vocab = 5, .d_model = 6, .n_layers = 2, .n_heads = 2, .max_len = 4,
+                        .norm = NormPlacement::post, .tie_embeddings = true, .attn_only = true},
+        hr::ModelConfig{.vocab = 5, .d_model = 6, .n_layers = 1, .n_heads = 2, .max_len = 4,
+                        .norm = NormPlacement::none, .pos = PositionEncoding::sinusoidal}}) {
     auto model = tiny_model<float>(7, cfg);
     hr::save_checkpoint(dir.path() / "m.safetensors", *model, cfg, {{"note", "x"}});
     const hr::LoadedModel<float> back = hr::load_model<float>(dir.path() / "m.safetensors");

@@ -2,7 +2,8 @@
 // (strict state_dict, no renaming) and reproduces our loss. That checks the
 // checkpoint names and layouts, and every convention of docs/design.md the config
 // switches (pre/post norm, learned/sinusoidal positions, GQA grouping, attn_scale,
-// the causal mask, the activations, tied head, bias, ln_eps, head_combine), against
+// the causal mask, the activations, tied head, bias, ln_eps, head_combine, attn_only
+// and norm "none"), against
 // an independent implementation: F32 files to 1e-5, F64 files to 1e-10. Breaking
 // any one of those conventions in the script (repeat for repeat_interleave in the
 // GQA grouping, say) makes at least one of these checkpoints mismatch. Skipped,
@@ -52,6 +53,14 @@ TEST_CASE("examples/load_checkpoint.py loads our checkpoints into PyTorch and re
       // heads added instead of concatenated before out_proj
       {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 4, .d_v = 3, .head_combine = hr::HeadCombine::sum,
        .max_len = 8},
+      // attention-only blocks without any LayerNorm (docs/design.md #13): no ffn, ln1, ln2 or ln_f
+      {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 8, .norm = NormPlacement::none,
+       .attn_only = true},
+      // attention-only, post-norm (ln1 only), tied; and norm "none" with a feed-forward
+      {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 8, .norm = NormPlacement::post,
+       .tie_embeddings = true, .attn_only = true},
+      {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 2, .max_len = 8, .norm = NormPlacement::none,
+       .activation = Activation::relu},
   };
   const hr::IndexArray tokens = {{1, 4, 2, 6, 0, 3, 5}, {6, 6, 1, 0, 2, 4, 3}, {2, 5, 5, 1, 3, 0, 6}};  // (3, 7)
   const std::string token_args = "--tokens 1,4,2,6,0,3,5 6,6,1,0,2,4,3 2,5,5,1,3,0,6";

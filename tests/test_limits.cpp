@@ -85,11 +85,18 @@ TEST_CASE("model_parameter_count is parameter_count() of the model built from th
       {"sinusoidal positions, post-norm",
        with([](hr::ModelConfig& c) { c.pos = hr::PositionEncoding::sinusoidal, c.norm = hr::NormPlacement::post; })},
       {"heads summed", with([](hr::ModelConfig& c) { c.head_combine = hr::HeadCombine::sum; })},
+      {"attention-only", with([](hr::ModelConfig& c) { c.attn_only = true; })},
+      {"no norm", with([](hr::ModelConfig& c) { c.norm = hr::NormPlacement::none; })},
+      {"attention-only, no norm, no bias",
+       with([](hr::ModelConfig& c) { c.attn_only = true, c.norm = hr::NormPlacement::none, c.bias = false; })},
   };
   for (const auto& [name, config] : configs) {
     hr::Rng rng(1);
     const hr::TransformerLM<float> model(config, rng);
     CHECK_MESSAGE(hr::model_parameter_count(config) == static_cast<double>(model.parameter_count()), name);
+    // The memory estimate's own closed form (in doubles) counts the same floats.
+    CHECK_MESSAGE(hr::estimate_eval_memory(config, 1, 4).parameters == 4.0 * static_cast<double>(model.parameter_count()),
+                  name);
   }
 }
 

@@ -122,7 +122,8 @@ TEST_CASE("model config: defaults, validation and JSON") {
   const std::string json = hr::model_config_to_json(r);
   for (const char* key : {"\"vocab\"", "\"d_model\"", "\"n_layers\"", "\"n_heads\"", "\"n_kv_heads\"", "\"d_k\"",
                           "\"d_v\"", "\"head_combine\"", "\"d_ff\"", "\"max_len\"", "\"norm\"", "\"activation\"", "\"pos\"",
-                          "\"causal\"", "\"attn_scale\"", "\"ln_eps\"", "\"bias\"", "\"tie_embeddings\""}) {
+                          "\"causal\"", "\"attn_scale\"", "\"ln_eps\"", "\"bias\"", "\"tie_embeddings\"",
+                          "\"attn_only\""}) {
     CHECK_MESSAGE(json.find(key) != std::string::npos, "config JSON lacks " << key);
   }
   const hr::ModelConfig back = hr::model_config_from_json(json, "cfg.json");
@@ -134,7 +135,7 @@ TEST_CASE("model config: defaults, validation and JSON") {
                        "cfg.json: 'd_model' must be a non-negative integer, got \"64\" (string)",
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "norm": "middle"})", "cfg.json"),
-                       "cfg.json: 'norm': norm must be 'pre' or 'post', got 'middle'", std::invalid_argument);
+                       "cfg.json: 'norm': norm must be 'pre', 'post' or 'none', got 'middle'", std::invalid_argument);
   CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "n_heads": 8, "n_kv_heads": 3})", "cfg.json"),
                        "cfg.json: MultiHeadAttention: n_heads=8 is not a multiple of n_kv_heads=3",
                        std::invalid_argument);
@@ -173,31 +174,44 @@ TEST_CASE("model config: head_combine defaults to concat, is always written, rou
   CHECK(updated.head_combine == hr::HeadCombine::sum);
 }
 
-// A config in which every field differs from its default and which still resolves.
+// Two configs that resolve and between them set every field to a value other than
+// its default: attn_only refuses a d_ff and an activation (docs/design.md #11), so it
+// is set in the second alone.
 static hr::ModelConfig every_field_set() {
   return {.vocab = 11, .d_model = 24, .n_layers = 3, .n_heads = 6, .n_kv_heads = 3, .d_k = 5, .d_v = 7,
           .head_combine = hr::HeadCombine::sum, .d_ff = 40, .max_len = 9, .norm = hr::NormPlacement::post,
           .activation = hr::Activation::relu, .pos = hr::PositionEncoding::sinusoidal, .causal = false,
           .attn_scale = 0.3, .ln_eps = 1e-6, .bias = false, .tie_embeddings = true};
 }
+static hr::ModelConfig attn_only_set() {
+  hr::ModelConfig c = every_field_set();
+  c.d_ff = 0, c.activation = hr::Activation::gelu, c.attn_only = true;
+  return c;
+}
 
 TEST_CASE("model config field table: every field round-trips through JSON under its key") {
-  const hr::ModelConfig set = every_field_set().resolved();
   const hr::ModelConfig defaults;
-  const nlohmann::json json = hr::to_json(set);
-  hr::ModelConfig back;  // the defaults, then every key read
-  hr::update_from_json(back, json, "cfg.json");
   std::size_t fields = 0;
   hr::for_each_model_field([&](const auto& f) {
     CAPTURE(std::string(f.key));
     ++fields;
-    CHECK(json.contains(f.key));
-    CHECK_MESSAGE(set.*f.member != defaults.*f.member, "every_field_set() leaves it at its default");
-    CHECK(back.*f.member == set.*f.member);
+    CHECK_MESSAGE((every_field_set().*f.member != defaults.*f.member || attn_only_set().*f.member != defaults.*f.member),
+                  "both configs leave it at its default");
   });
-  CHECK(fields == 18);
-  CHECK(json.size() == fields);  // no key outside the table
-  CHECK(back == set);
+  CHECK(fields == 19);
+  for (const hr::ModelConfig& config : {every_field_set(), attn_only_set()}) {
+    const hr::ModelConfig set = config.resolved();
+    const nlohmann::json json = hr::to_json(set);
+    hr::ModelConfig back;  // the defaults, then every key read
+    hr::update_from_json(back, json, "cfg.json");
+    hr::for_each_model_field([&](const auto& f) {
+      CAPTURE(std::string(f.key));
+      CHECK(json.contains(f.key));
+      CHECK(back.*f.member == set.*f.member);
+    });
+    CHECK(json.size() == fields);  // no key outside the table
+    CHECK(back == set);
+  }
   CHECK(hr::model_config_keys().size() == fields);
 }
 
@@ -206,14 +220,16 @@ TEST_CASE("model config field table: the unknown-key message lists every key, in
   hr::for_each_model_field([&](const auto& f) { keys += (keys.empty() ? "" : ", ") + std::string(f.key); });
   CHECK(keys ==
         "vocab, d_model, n_layers, n_heads, n_kv_heads, d_k, d_v, head_combine, d_ff, max_len, norm, activation, pos, "
-        "causal, attn_scale, ln_eps, bias, tie_embeddings");
+        "causal, attn_scale, ln_eps, bias, tie_embeddings, attn_only");
   CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "heads": 4})", "cfg.json"),
                        ("cfg.json: unknown model config key 'heads' (keys: " + keys + ")").c_str(),
                        std::invalid_argument);
 }
 
 TEST_CASE("model config enums: every name parses back to its value, and a bad name is named") {
-  for (const auto v : {hr::NormPlacement::pre, hr::NormPlacement::post}) CHECK(hr::parse_norm(hr::to_string(v)) == v);
+  for (const auto v : {hr::NormPlacement::pre, hr::NormPlacement::post, hr::NormPlacement::none}) {
+    CHECK(hr::parse_norm(hr::to_string(v)) == v);
+  }
   for (const auto v : {hr::PositionEncoding::learned, hr::PositionEncoding::sinusoidal}) {
     CHECK(hr::parse_pos(hr::to_string(v)) == v);
   }
@@ -225,7 +241,7 @@ TEST_CASE("model config enums: every name parses back to its value, and a bad na
   }
   CHECK(hr::to_string(hr::NormPlacement::post) == "post");
   CHECK(hr::to_string(hr::PositionEncoding::sinusoidal) == "sinusoidal");
-  CHECK_THROWS_WITH_AS(hr::parse_norm("middle"), "norm must be 'pre' or 'post', got 'middle'", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::parse_norm("middle"), "norm must be 'pre', 'post' or 'none', got 'middle'", std::invalid_argument);
   CHECK_THROWS_WITH_AS(hr::parse_pos("rotary"), "pos must be 'learned' or 'sinusoidal', got 'rotary'",
                        std::invalid_argument);
 }
@@ -331,4 +347,113 @@ TEST_CASE("Dropout: drops in training mode, is the identity in eval mode, follow
   a.eval();
   CHECK(a.forward(x).value() == x.value());
   CHECK_THROWS_WITH_AS(hr::Dropout<float>({.p = 1.0}), "Dropout: p must be in [0, 1), got 1", std::invalid_argument);
+}
+
+// ---- attn_only and norm "none" (docs/design.md #13) ----------------------------------
+
+namespace {
+std::vector<std::string> parameter_names(const hr::ModelConfig& config) {
+  hr::Rng rng(1);
+  const hr::TransformerLM<float> model(config, rng);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : model.named_parameters()) names.push_back(name);
+  return names;
+}
+}  // namespace
+
+TEST_CASE("attn_only and norm none: which tensors a model has") {
+  const hr::ModelConfig base{.vocab = 5, .d_model = 8, .n_layers = 1, .n_heads = 2, .max_len = 4, .bias = false};
+  hr::ModelConfig attn_only = base;
+  attn_only.attn_only = true;
+  CHECK(parameter_names(attn_only) ==
+        std::vector<std::string>{"tok_emb.weight", "pos_emb.weight", "blocks.0.ln1.weight", "blocks.0.ln1.bias",
+                                 "blocks.0.attn.q_proj.weight", "blocks.0.attn.k_proj.weight",
+                                 "blocks.0.attn.v_proj.weight", "blocks.0.attn.out_proj.weight", "ln_f.weight",
+                                 "ln_f.bias", "head.weight"});
+  hr::ModelConfig bare = attn_only;
+  bare.norm = hr::NormPlacement::none;
+  CHECK(parameter_names(bare) ==
+        std::vector<std::string>{"tok_emb.weight", "pos_emb.weight", "blocks.0.attn.q_proj.weight",
+                                 "blocks.0.attn.k_proj.weight", "blocks.0.attn.v_proj.weight",
+                                 "blocks.0.attn.out_proj.weight", "head.weight"});
+  hr::ModelConfig no_norm = base;
+  no_norm.norm = hr::NormPlacement::none;
+  CHECK(parameter_names(no_norm) ==
+        std::vector<std::string>{"tok_emb.weight", "pos_emb.weight", "blocks.0.attn.q_proj.weight",
+                                 "blocks.0.attn.k_proj.weight", "blocks.0.attn.v_proj.weight",
+                                 "blocks.0.attn.out_proj.weight", "blocks.0.ffn.fc1.weight", "blocks.0.ffn.fc2.weight",
+                                 "head.weight"});
+  // An attention-only config resolves with d_ff 0: there is no feed-forward width.
+  CHECK(attn_only.resolved()->d_ff == 0);
+}
+
+TEST_CASE("attn_only and norm none: the block computes x + attn(x), against the parts by hand") {
+  // One attention-only block without norms, and its attention layer alone: the block
+  // adds the layer's output to its input and nothing else.
+  hr::Rng rng(4);
+  hr::TransformerBlock<double> block({.attention = {.d_model = 6, .n_heads = 2},
+                                      .ffn = {},
+                                      .norm = hr::NormPlacement::none,
+                                      .attn_only = true},
+                                     rng);
+  CHECK(block.parameter_count() == hr::attention_parameter_count({.d_model = 6, .n_heads = 2}));
+  hr::Rng xr(5);
+  const hr::Tensor<double> x(hr::normal_init<double>({2, 3, 6}, 1.0, xr));
+  hr::NoGrad no_grad;
+  const xt::xarray<double> attn = block.attention().forward(x).out.value();
+  const xt::xarray<double> y = block.forward(x).value();
+  const xt::xarray<double> expected = x.value() + attn;
+  CHECK(xt::allclose(y, expected, 0, 1e-12));
+  // Post-norm attention-only: ln1(x + attn(x)), whose rows have mean 0.
+  hr::Rng rng2(4);
+  hr::TransformerBlock<double> post({.attention = {.d_model = 6, .n_heads = 2},
+                                     .ffn = {},
+                                     .norm = hr::NormPlacement::post,
+                                     .attn_only = true},
+                                    rng2);
+  const xt::xarray<double> p = post.forward(x).value();
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t t = 0; t < 3; ++t) {
+      double mean = 0;
+      for (std::size_t c = 0; c < 6; ++c) mean += p(b, t, c) / 6;
+      CHECK(mean == doctest::Approx(0).epsilon(1e-12));
+    }
+}
+
+TEST_CASE("attn_only and norm none: a block with every part keeps its parameter order") {
+  const std::vector<std::string> names =
+      parameter_names({.vocab = 5, .d_model = 8, .n_layers = 1, .n_heads = 2, .max_len = 4, .bias = false});
+  CHECK(names == std::vector<std::string>{"tok_emb.weight", "pos_emb.weight", "blocks.0.ln1.weight",
+                                          "blocks.0.ln1.bias", "blocks.0.attn.q_proj.weight",
+                                          "blocks.0.attn.k_proj.weight", "blocks.0.attn.v_proj.weight",
+                                          "blocks.0.attn.out_proj.weight", "blocks.0.ln2.weight", "blocks.0.ln2.bias",
+                                          "blocks.0.ffn.fc1.weight", "blocks.0.ffn.fc2.weight", "ln_f.weight",
+                                          "ln_f.bias", "head.weight"});
+}
+
+TEST_CASE("attn_only and norm none: values the model would not read are refused (docs/design.md #11)") {
+  CHECK_THROWS_WITH_AS(hr::ModelConfig({.vocab = 5, .d_ff = 32, .attn_only = true}).resolved(),
+                       "model config: d_ff 32 with attn_only: an attention-only block has no feed-forward sublayer",
+                       std::invalid_argument);
+  // The default width, 4 d_model, which every config.json of a model with a
+  // feed-forward writes, says nothing: it resolves to 0.
+  CHECK(hr::ModelConfig({.vocab = 5, .d_model = 8, .d_ff = 32, .attn_only = true}).resolved()->d_ff == 0);
+  CHECK_THROWS_WITH_AS(
+      hr::ModelConfig({.vocab = 5, .activation = hr::Activation::relu, .attn_only = true}).resolved(),
+      "model config: activation 'relu' with attn_only: an attention-only block has no feed-forward sublayer",
+      std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::ModelConfig({.vocab = 5, .norm = hr::NormPlacement::none, .ln_eps = 1e-3}).resolved(),
+                       "model config: ln_eps 0.001 with norm 'none': a model without LayerNorm has no eps to use",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::parse_norm("rms"), "norm must be 'pre', 'post' or 'none', got 'rms'",
+                       std::invalid_argument);
+  // What headroom writes for such a model reads back as the same model.
+  const hr::ModelConfig bare{.vocab = 5, .norm = hr::NormPlacement::none, .attn_only = true};
+  const std::string json = hr::model_config_to_json(bare);
+  CHECK(json.find("\"d_ff\": 0") != std::string::npos);
+  CHECK(json.find("\"norm\": \"none\"") != std::string::npos);
+  CHECK(json.find("\"attn_only\": true") != std::string::npos);
+  CHECK(hr::model_config_from_json(json, "cfg.json") == bare.resolved().get());
+  // A file from before attn_only existed reads as a model with a feed-forward.
+  CHECK_FALSE(hr::model_config_from_json(R"({"vocab": 5})", "old.json").attn_only);
 }

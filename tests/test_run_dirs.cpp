@@ -178,7 +178,7 @@ TEST_CASE("resume refuses an edited config.json with its first differing key, mo
     CHECK(r.status == 2);
     CHECK(error_line(r.output).find("model.d_model: 16 in the checkpoint, 32 in " + (dir / "config.json").string()) !=
           std::string::npos);
-    CHECK(count_lines(r.output) == 4);  // the header, the example, "resuming ...", the error
+    CHECK(count_lines(r.output) == 5);  // the header, the example, "resuming ...", the Bayes loss, the error
   }
   SUBCASE("the keys that may change on resume") {
     nlohmann::json edited = original;

@@ -340,6 +340,19 @@ TEST_CASE("eval on a saved task model equals evaluate() in-process, with the def
   CHECK(j["loss"].get<double>() == doctest::Approx(expected.loss).epsilon(1e-9));
   CHECK(j["accuracy"].get<double>() == doctest::Approx(expected.accuracy).epsilon(1e-9));
   CHECK_FALSE(j.contains("perplexity"));
+  // reverse's answers are determined: Bayes loss 0, excess loss = loss.
+  REQUIRE(expected.bayes_loss.has_value());
+  CHECK(j["bayes_loss"].get<double>() == *expected.bayes_loss);
+  CHECK(j["bayes_loss"].get<double>() == 0.0);
+  CHECK(j["excess_loss"].get<double>() == j["loss"].get<double>());
+  const CliResult table = run_headroom("eval --model " + dir.string());
+  INFO(table.output);
+  CHECK(table.output.find(fmt::format("loss        {0:.4f}\nbayes loss  0.0000\nexcess loss {0:.4f}\naccuracy",
+                                      expected.loss)) != std::string::npos);
+  // Rows given with --tokens are not drawn from the task: no Bayes loss.
+  const nlohmann::json rows = json_of(run_headroom("eval --json --tokens 3,4,5,1,5,4,3 --model " + dir.string()));
+  CHECK_FALSE(rows.contains("bayes_loss"));
+  CHECK_FALSE(rows.contains("excess_loss"));
 
   const hr::EvalResult flagged = hr::evaluate(model, *task, 3, 5, hr::validation_seed(7));
   const nlohmann::json k = json_of(run_headroom("eval --json --batches 3 --batch 5 --seed 7 --model " + dir.string()));
@@ -412,6 +425,13 @@ TEST_CASE("eval of a text model: its own validation split, any file with --text,
   CHECK(j["loss"].get<double>() == doctest::Approx(own.loss).epsilon(1e-9));
   CHECK(j["perplexity"].get<double>() == doctest::Approx(std::exp(own.loss)).epsilon(1e-9));
   CHECK(j["bits_per_char"].get<double>() == doctest::Approx(own.loss / std::log(2.0)).epsilon(1e-9));
+  CHECK_FALSE(j.contains("bayes_loss"));  // a text's distribution is unknown
+  CHECK_FALSE(j.contains("excess_loss"));
+  const CliResult own_table = run_headroom("eval --batches 2 --batch 4 --model " + dir.string());
+  INFO(own_table.output);
+  CHECK(own_table.status == 0);
+  CHECK(own_table.output.find("bayes") == std::string::npos);
+  CHECK(own_table.output.find("excess") == std::string::npos);
 
   // --text: 21 characters in windows of 9 with stride 8: targets 1-8, 9-16, 17-20.
   const std::string other = "a cat sat on the mat.";

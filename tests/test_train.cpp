@@ -165,7 +165,7 @@ TEST_CASE("headroom train writes config.json and metrics.csv and ends with a sum
   std::vector<std::string> rows;
   while (std::getline(lines, line)) rows.push_back(line);
   REQUIRE(rows.size() == 4);  // header + steps 20, 40, 60
-  CHECK(rows[0] == "step,train_loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s");
+  CHECK(rows[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s");
   CHECK(rows[3].rfind("60,", 0) == 0);
 }
 
@@ -312,7 +312,7 @@ TEST_CASE("every table field has its flag in train --help, except the keys set o
   CHECK(flagless == std::vector<std::string>{"model.vocab", "model.head_combine", "model.ln_eps"});
   for (const char* flag : {"--d-model", "--heads", "--dk", "--dv", "--kv-heads", "--layers", "--d-ff", "--max-len",
                            "--norm", "--activation", "--pos", "--attn-scale", "--no-bias", "--tie-embeddings",
-                           "--non-causal", "--task", "--text", "--seq-len", "--vocab", "--steps", "--batch", "--lr",
+                           "--attn-only", "--non-causal", "--task", "--text", "--seq-len", "--vocab", "--steps", "--batch", "--lr",
                            "--optimizer", "--schedule", "--warmup", "--min-lr", "--clip", "--weight-decay",
                            "--momentum", "--seed", "--threads", "--eval-every", "--eval-batches", "--save-every",
                            "--keep-checkpoints", "--max-bad-steps", "--detect-anomaly"}) {
@@ -380,7 +380,7 @@ TEST_CASE("headroom train: bad input gets one line naming the problem and exit s
       {"train --seq-len 32 --max-len 16", "seq_len 32 is longer than the model's max_len 16"},
       {"train --task copyy", "copyy"},
       {"train --task recall --vocab 6 --seq-len 8", "recall: vocab 6 is too small"},
-      {"train --norm middle", "norm must be 'pre' or 'post', got 'middle'"},
+      {"train --norm middle", "norm must be 'pre', 'post' or 'none', got 'middle'"},
       {"train --activation swish", "activation must be one of gelu, gelu_tanh, relu; got 'swish'"},
       {"train --pos rotary", "pos must be 'learned' or 'sinusoidal', got 'rotary'"},
       {"train --optimizer lion", "optimizer must be adamw, adam or sgd; got 'lion'"},

@@ -39,6 +39,11 @@ constexpr std::uint64_t validation_seed(std::uint64_t seed) { return stream_seed
 // The `batches` validation batches of `batch` rows that evaluate() draws for `seed`.
 std::vector<Batch> validation_batches(const Dataset& data, std::size_t batches, std::size_t batch, std::uint64_t seed);
 
+// The Bayes loss of the counted targets of the given batches (the mean of their
+// target_nll), exactly as evaluate_batches reports it, without a model: empty when a
+// batch does not know its distribution. `headroom train` shows it before the first step.
+std::optional<double> bayes_loss(const std::vector<Batch>& batches);
+
 // Loss and accuracy over the counted targets of the given batches, with the model's
 // heads gated as they are. Runs under NoGrad in eval mode and restores the mode the
 // model was in.

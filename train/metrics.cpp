@@ -16,11 +16,15 @@ namespace fs = std::filesystem;
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
+// "a,,b," is four cells, the last two empty (an unknown val_excess_loss is an empty field).
 std::vector<std::string> split_cells(const std::string& line) {
   std::vector<std::string> cells;
-  std::istringstream in(line);
-  std::string cell;
-  while (std::getline(in, cell, ',')) cells.push_back(cell);
+  std::size_t from = 0;
+  for (std::size_t comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
+    cells.push_back(line.substr(from, comma - from));
+    from = comma + 1;
+  }
+  cells.push_back(line.substr(from));
   return cells;
 }
 
@@ -33,24 +37,40 @@ std::string header_line() {
   return h + "\n";
 }
 
-// metrics.csv's header and its rows up to and including `step`.
+// A row of a file whose header is `header`, in kMetricsColumns' order: a column the
+// file lacks (val_excess_loss, in a file from before it) is an empty field.
+std::string in_current_order(const fs::path& file, const std::vector<std::string>& header, const std::string& line) {
+  const std::vector<std::string> cells = split_cells(line);
+  if (cells.size() != header.size()) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+  std::string out;
+  for (std::size_t c = 0; c < kMetricsColumns.size(); ++c) {
+    if (c > 0) out += ',';
+    const auto it = std::find(header.begin(), header.end(), kMetricsColumns[c]);
+    if (it != header.end()) out += cells[static_cast<std::size_t>(it - header.begin())];
+  }
+  return out;
+}
+
+// metrics.csv's header and its rows up to and including `step`, in the columns
+// this binary writes, so that the rows after them match.
 std::string rows_up_to(const fs::path& file, std::size_t step) {
   std::ifstream in(file);
   if (!in) bad(fmt::format("cannot read {} to resume", file.string()));
-  std::string line, kept;
-  bool header = true;
+  std::string line;
+  if (!std::getline(in, line)) bad(fmt::format("{}: empty", file.string()));
+  const std::vector<std::string> header = split_cells(line);
+  const bool current = line + "\n" == header_line();
+  std::string kept = header_line();
   while (std::getline(in, line)) {
-    if (!header) {
-      std::size_t row_step = 0;
-      try {
-        row_step = std::stoull(line.substr(0, line.find(',')));
-      } catch (const std::logic_error&) {
-        bad(fmt::format("{}: malformed row '{}'", file.string(), line));
-      }
-      if (row_step > step) break;
+    if (line.empty()) continue;
+    std::size_t row_step = 0;
+    try {
+      row_step = std::stoull(line.substr(0, line.find(',')));
+    } catch (const std::logic_error&) {
+      bad(fmt::format("{}: malformed row '{}'", file.string(), line));
     }
-    kept += line + "\n";
-    header = false;
+    if (row_step > step) break;
+    kept += (current ? line : in_current_order(file, header, line)) + "\n";
   }
   return kept;
 }
@@ -68,8 +88,9 @@ MetricsWriter MetricsWriter::open(const fs::path& out_dir, bool resume, std::siz
 
 void MetricsWriter::append(const MetricsRow& r) {
   if (!out_.is_open()) return;
-  out_ << fmt::format("{},{:.6f},{:.6f},{:.6f},{:.6g},{:.6g},{:.1f}\n", r.step, r.train_loss, r.val_loss,
-                      r.val_accuracy, r.lr, r.grad_norm, r.tokens_per_s)
+  const std::string excess = r.val_excess_loss ? fmt::format("{:.6f}", *r.val_excess_loss) : std::string();
+  out_ << fmt::format("{},{:.6f},{:.6f},{:.6f},{},{:.6g},{:.6g},{:.1f}\n", r.step, r.train_loss, r.val_loss,
+                      r.val_accuracy, excess, r.lr, r.grad_norm, r.tokens_per_s)
        << std::flush;
 }
 
@@ -79,11 +100,13 @@ std::vector<MetricsRow> read_metrics(const fs::path& file) {
   std::string line;
   if (!std::getline(in, line)) bad(fmt::format("{}: empty", file.string()));
   const std::vector<std::string> header = split_cells(line);
+  constexpr std::size_t kNone = ~std::size_t{0};
   std::array<std::size_t, kMetricsColumns.size()> at{};
   for (std::size_t c = 0; c < kMetricsColumns.size(); ++c) {
     const auto it = std::find(header.begin(), header.end(), kMetricsColumns[c]);
-    if (it == header.end()) bad(fmt::format("{}: no column '{}'", file.string(), kMetricsColumns[c]));
     at[c] = static_cast<std::size_t>(it - header.begin());
+    if (it == header.end() && kMetricsColumns[c] == kExcessColumn) at[c] = kNone;
+    else if (it == header.end()) bad(fmt::format("{}: no column '{}'", file.string(), kMetricsColumns[c]));
   }
   std::vector<MetricsRow> rows;
   while (std::getline(in, line)) {
@@ -91,11 +114,17 @@ std::vector<MetricsRow> read_metrics(const fs::path& file) {
     const std::vector<std::string> cells = split_cells(line);
     if (cells.size() != header.size()) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
     try {
-      std::array<double, kMetricsColumns.size()> v{};
-      for (std::size_t c = 0; c < v.size(); ++c) v[c] = std::stod(cells[at[c]]);
-      rows.push_back({.step = static_cast<std::size_t>(v[0]), .train_loss = v[1], .val_loss = v[2],
-                      .val_accuracy = v[3], .lr = v[4], .grad_norm = v[5], .tokens_per_s = v[6]});
-    } catch (const std::logic_error&) {
+      // The columns in kMetricsColumns' order; an empty or absent val_excess_loss is unknown.
+      std::array<std::optional<double>, kMetricsColumns.size()> v{};
+      for (std::size_t c = 0; c < v.size(); ++c) {
+        const bool optional = kMetricsColumns[c] == kExcessColumn;
+        if (at[c] == kNone || (optional && cells[at[c]].empty())) continue;
+        v[c] = std::stod(cells[at[c]]);
+      }
+      rows.push_back({.step = static_cast<std::size_t>(v[0].value()), .train_loss = v[1].value(),
+                      .val_loss = v[2].value(), .val_accuracy = v[3].value(), .val_excess_loss = v[4],
+                      .lr = v[5].value(), .grad_norm = v[6].value(), .tokens_per_s = v[7].value()});
+    } catch (const std::logic_error&) {  // stod: a field that is not a number (or empty, but for val_excess_loss)
       bad(fmt::format("{}: malformed row '{}'", file.string(), line));
     }
   }

@@ -1,29 +1,36 @@
 // DIR/metrics.csv, a training run's curve: one row per validation, written as it
 // goes and flushed, so a crash loses nothing written. This file owns its columns:
 //
-//     step,train_loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s
+//     step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s
 //
 // train_loss is the mean over the steps since the previous row; tokens_per_s counts
-// the same window.
+// the same window. val_excess_loss is val_loss minus the Bayes loss of the same
+// validation targets (docs/design.md #14, #15); its field is empty when the data does
+// not know its distribution (a text), and in the rows of a run made before the
+// column existed.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 namespace headroom {
 
-inline constexpr std::array<std::string_view, 7> kMetricsColumns{
-    "step", "train_loss", "val_loss", "val_accuracy", "lr", "grad_norm", "tokens_per_s"};
+inline constexpr std::array<std::string_view, 8> kMetricsColumns{
+    "step", "train_loss", "val_loss", "val_accuracy", "val_excess_loss", "lr", "grad_norm", "tokens_per_s"};
+// The one column a metrics.csv may lack: files written before it existed.
+inline constexpr std::string_view kExcessColumn = "val_excess_loss";
 
 struct MetricsRow {
   std::size_t step = 0;
   double train_loss = 0;
   double val_loss = 0;
   double val_accuracy = 0;
+  std::optional<double> val_excess_loss{};  // empty: unknown (an empty field)
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_s = 0;
@@ -35,7 +42,8 @@ class MetricsWriter {
   MetricsWriter() = default;  // writes nothing
   // A new run: the header alone. Resuming at `resume_step`: the rows up to and
   // including it (the interrupted run may have written rows past its last
-  // checkpoint), so that the file reads as one run. The file is replaced
+  // checkpoint), so that the file reads as one run; a file from before the
+  // val_excess_loss column gains it, empty in its old rows. The file is replaced
   // atomically; std::invalid_argument naming it when it cannot be read or written.
   static MetricsWriter open(const std::filesystem::path& out_dir, bool resume, std::size_t resume_step);
 
@@ -47,7 +55,8 @@ class MetricsWriter {
 };
 
 // The rows of a metrics.csv, read by column name (any order, extra columns
-// ignored). std::invalid_argument naming the file when it is empty, lacks a column
+// ignored; without val_excess_loss, as a file from before it, every row's is empty).
+// std::invalid_argument naming the file when it is empty, lacks a column
 // or has a malformed row.
 std::vector<MetricsRow> read_metrics(const std::filesystem::path& file);
 

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "nn/param_count.hpp"
+
 namespace headroom {
 namespace {
 
@@ -21,7 +23,8 @@ constexpr double kIndex = 8;  // bytes: a token id (Index)
 // The sizes the estimates use, with ModelConfig::resolved()'s zeros filled in.
 struct Sizes {
   double V, C, L, H, G, dk, dv, dff, max_len, bias;
-  bool concat, learned, tied;
+  double norms;  // LayerNorms per block: 2, 1 with attn_only, 0 with no norm
+  bool concat, learned, tied, normed;
 };
 
 Sizes sizes_of(const ModelConfig& m, std::size_t seq_len) {
@@ -34,21 +37,24 @@ Sizes sizes_of(const ModelConfig& m, std::size_t seq_len) {
   s.G = m.n_kv_heads == 0 ? s.H : d(m.n_kv_heads);
   s.dk = m.d_k == 0 ? std::floor(s.C / s.H) : d(m.d_k);
   s.dv = m.d_v == 0 ? s.dk : d(m.d_v);
-  s.dff = m.d_ff == 0 ? 4 * s.C : d(m.d_ff);
+  s.dff = m.attn_only ? 0 : m.d_ff == 0 ? 4 * s.C : d(m.d_ff);
   s.max_len = m.max_len == 0 ? d(seq_len) : d(m.max_len);
   s.bias = m.bias ? 1 : 0;
   s.concat = m.head_combine == HeadCombine::concat;
   s.learned = m.pos == PositionEncoding::learned;
   s.tied = m.tie_embeddings;
+  s.normed = m.norm != NormPlacement::none;
+  s.norms = s.normed ? (m.attn_only ? 1 : 2) : 0;
   return s;
 }
 
 double parameters(const Sizes& s) {
   const double attention = (s.C + s.bias) * (s.H * s.dk + s.G * s.dk + s.G * s.dv) +
                            s.C * (s.concat ? s.H * s.dv : s.dv) + s.bias * s.C;
-  const double ffn = 2 * s.C * s.dff + s.bias * (s.dff + s.C);
-  const double block = 4 * s.C + attention + ffn;
-  return s.V * s.C + (s.learned ? s.max_len * s.C : 0) + s.L * block + 2 * s.C + (s.tied ? 0 : s.C * s.V);
+  const double ffn = s.dff == 0 ? 0 : 2 * s.C * s.dff + s.bias * (s.dff + s.C);
+  const double block = 2 * s.norms * s.C + attention + ffn;
+  return s.V * s.C + (s.learned ? s.max_len * s.C : 0) + s.L * block + (s.normed ? 2 * s.C : 0) +
+         (s.tied ? 0 : s.C * s.V);
 }
 
 // Floats one layer's forward pass keeps, and the embeddings' and the head's.
@@ -98,7 +104,9 @@ std::optional<double> mem_available() {
 
 }  // namespace
 
-double model_parameter_count(const ModelConfig& config) { return parameters(sizes_of(config, config.max_len)); }
+double model_parameter_count(const ModelConfig& config) {
+  return static_cast<double>(count_parameters(config, config.max_len).total());
+}
 
 MemoryEstimate estimate_training_memory(const TrainConfig& c, std::size_t text_vocab) {
   const Sizes s = sizes_of(with_vocab(c, text_vocab), c.data.seq_len);

@@ -13,11 +13,11 @@
 
 namespace headroom {
 
-// TransformerLM's parameter count for a config (vocab set; the other zeros resolved as
-// ModelConfig::resolved() does), in closed form: tok_emb V C, pos_emb max_len C
-// (learned positions), per layer two LayerNorms 4C, attention (attention_parameter_count)
-// and the feed-forward C dff + dff C (+ dff + C biases), then ln_f 2C and the head C V
-// unless tied. Equals parameter_count() of the model built from the config.
+// TransformerLM's parameter count for a config (vocab set; resolved as
+// ModelConfig::resolved() does, and refused as it refuses): count_parameters's total
+// (nn/param_count.hpp). Equals parameter_count() of the model built from the config.
+// The memory estimates below use the same closed form in doubles, so that a config
+// too large for 64 bits still gets an estimate to refuse.
 double model_parameter_count(const ModelConfig& config);
 
 // Bytes, by what holds them.

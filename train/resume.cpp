@@ -117,7 +117,7 @@ fs::path save_training_checkpoint(const fs::path& out_dir, const TrainConfig& co
   }
   json rng = json::array();
   for (std::uint64_t word : state.data_rng) rng.push_back(fmt::format("{:016x}", word));
-  const json meta{
+  json meta{
       {"step", state.step},
       {"optimizer", std::string(optimizer.name())},
       {"optimizer_steps", optimizer.step_count()},
@@ -138,6 +138,10 @@ fs::path save_training_checkpoint(const fs::path& out_dir, const TrainConfig& co
       {"elapsed_s", number(state.elapsed_s)},
       {"data_rng", rng},
   };
+  // Known only for data that knows its distribution; a checkpoint without them (a
+  // text, or one made before they were recorded) reads as unknown.
+  if (state.last_val.bayes_loss) meta["last_val"]["bayes_loss"] = number(*state.last_val.bayes_loss);
+  if (state.best_excess_loss) meta["best_excess_loss"] = number(*state.best_excess_loss);
   train_state.metadata["state"] = meta.dump();
   train_state.metadata["train_config"] = to_json(config).dump();
 
@@ -231,6 +235,8 @@ LoopState load_training_checkpoint(const fs::path& dir, const TrainConfig& confi
     const json& v = meta.at("last_val");
     s.last_val = {.loss = read_number(v.at("loss")), .accuracy = read_number(v.at("accuracy")),
                   .counted = v.at("counted").get<std::size_t>()};
+    if (v.contains("bayes_loss")) s.last_val.bayes_loss = read_number(v.at("bayes_loss"));
+    if (meta.contains("best_excess_loss")) s.best_excess_loss = read_number(meta.at("best_excess_loss"));
     s.loss_since = read_number(meta.at("loss_since"));
     s.steps_since = meta.at("steps_since").get<std::size_t>();
     s.tokens_since = meta.at("tokens_since").get<std::size_t>();

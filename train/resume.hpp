@@ -38,6 +38,7 @@ struct LoopState {
   std::size_t consecutive_bad = 0;  // the current run of such steps
   double best_val_accuracy = 0;
   std::size_t best_step = 0;
+  std::optional<double> best_excess_loss{};  // the lowest val excess loss so far, when known
   double last_train_loss = 0;  // at the latest evaluation
   EvalResult last_val{};
   double loss_since = 0;        // sums since the latest evaluation

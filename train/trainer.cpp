@@ -162,8 +162,12 @@ class Loop {
       state_.best_val_accuracy = p.val.accuracy;
       state_.best_step = step;
     }
+    const std::optional<double> excess = p.val.excess_loss();
+    if (excess && std::isfinite(*excess) && (!state_.best_excess_loss || *excess < *state_.best_excess_loss)) {
+      state_.best_excess_loss = excess;
+    }
     metrics_.append({.step = step, .train_loss = p.train_loss, .val_loss = p.val.loss,
-                     .val_accuracy = p.val.accuracy, .lr = lr, .grad_norm = r.grad_norm,
+                     .val_accuracy = p.val.accuracy, .val_excess_loss = excess, .lr = lr, .grad_norm = r.grad_norm,
                      .tokens_per_s = p.tokens_per_s});
     state_.last_train_loss = p.train_loss;
     state_.last_val = p.val;
@@ -213,6 +217,9 @@ class Loop {
     summary_.best_step = state_.best_step;
     summary_.final_train_loss = state_.last_train_loss;
     summary_.final_val = state_.last_val;
+    summary_.bayes_loss = state_.last_val.bayes_loss;
+    summary_.final_excess_loss = state_.last_val.excess_loss();
+    summary_.best_excess_loss = state_.best_excess_loss;
     summary_.wall_s = std::chrono::duration<double>(Clock::now() - start_).count();
     summary_.tokens_per_s = static_cast<double>((step - summary_.start_step) * o_.batch * data_.seq_len()) /
                             std::max(summary_.wall_s, 1e-9);

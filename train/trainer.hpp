@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -43,6 +44,15 @@ struct TrainSummary {
   EvalResult final_val{};
   double best_val_accuracy = 0;
   std::size_t best_step = 0;
+  // The Bayes loss of the validation targets and the model's excess over it
+  // (docs/design.md #14, #15): final_val's, and the lowest of any validation of the
+  // run (of those since the checkpoint, for a run resumed from a checkpoint made
+  // before these were recorded). Empty when the data does not know its
+  // distribution (a text). The validation batches are the same at every
+  // validation, so the Bayes loss is one number per run.
+  std::optional<double> bayes_loss{};
+  std::optional<double> final_excess_loss{};
+  std::optional<double> best_excess_loss{};
   double wall_s = 0;      // this process's share
   double tokens_per_s = 0;
   bool stopped_early = false;  // by stop_requested or stop_after, before config.optim.steps

@@ -1,0 +1,186 @@
+// `headroom params`: a model's parameters by component, its KV cache and its forward
+// FLOPs per token, counted from the config alone (nn/param_count.hpp): nothing is
+// allocated, so a 7B-parameter config answers at once.
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/train_flags.hpp"
+#include "cli/validators.hpp"
+#include "nn/config_json.hpp"
+#include "nn/param_count.hpp"
+#include "train/resources.hpp"
+
+namespace headroom::cli {
+namespace {
+
+struct ParamsFlags : TrainFlags {
+  std::optional<std::size_t> context;  // none: the model's max_len
+  bool json = false;
+};
+
+// The model the flags describe: train's precedence (the task's defaults, --config,
+// the flags), the vocabulary from the config's model or else the task's, max_len
+// from --seq-len unless given.
+ModelConfig model_of(const ParamsFlags& flags) {
+  const TrainConfig c = build_config(flags, flags.config_file);
+  ModelConfig m = c.model;
+  if (m.vocab == 0) {
+    if (!c.data.text.empty()) {
+      throw std::invalid_argument(fmt::format(
+          "--config {}: a text run's vocabulary comes from its text ({}), which params does not read; give --vocab "
+          "through the file's model.vocab, or count the run's own config.json",
+          flags.config_file, c.data.text));
+    }
+    m.vocab = c.data.vocab;
+  }
+  if (m.max_len == 0) m.max_len = c.data.seq_len;
+  return m;
+}
+
+// 131072000 -> "131,072,000".
+std::string grouped(std::size_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+nlohmann::json part_json(const ParamPart& p) {
+  return {{"weights", p.weights}, {"biases", p.biases}, {"total", p.total()}};
+}
+
+nlohmann::json layer_json(const LayerParams& l) {
+  return {{"q", part_json(l.q)},         {"k", part_json(l.k)},   {"v", part_json(l.v)},
+          {"o", part_json(l.o)},         {"ffn", part_json(l.ffn)}, {"norms", part_json(l.norms)},
+          {"attention", l.attention()}, {"total", l.total()}};
+}
+
+void print_json(const ModelConfig& model, std::size_t context, const ModelParams& p) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerParams& l : p.layers) layers.push_back(layer_json(l));
+  const nlohmann::json out{{"config", to_json(model)},
+                           {"context", context},
+                           {"tok_emb", part_json(p.tok_emb)},
+                           {"pos_emb", part_json(p.pos_emb)},
+                           {"layers", layers},
+                           {"ln_f", part_json(p.ln_f)},
+                           {"head", part_json(p.head)},
+                           {"total", p.total()},
+                           {"kv_cache_bytes_per_token", p.kv_cache_bytes_per_token},
+                           {"forward_flops_per_token", p.forward_flops_per_token}};
+  fmt::print("{}\n", out.dump(2));
+}
+
+void print_table(const ModelConfig& m, std::size_t context, const ModelParams& p) {
+  const std::string norm = m.norm == NormPlacement::none ? "no norm" : to_string(m.norm) + "-norm";
+  fmt::print("headroom params: vocab {}, d_model {}, {} layer{}, {} heads (kv {}), d_k {}, d_v {}, {}, {}{}\n", m.vocab,
+             m.d_model, m.n_layers, m.n_layers == 1 ? "" : "s", m.n_heads, m.n_kv_heads, m.d_k, m.d_v,
+             m.attn_only ? std::string("attention-only") : fmt::format("d_ff {}", m.d_ff), norm,
+             m.tie_embeddings ? ", tied" : "");
+  // Every layer has the same sizes: one block of rows stands for all of them.
+  const LayerParams none{};
+  const LayerParams& l = p.layers.empty() ? none : p.layers.front();
+  struct Row {
+    std::string name;
+    ParamPart part;
+  };
+  auto sum = [](std::initializer_list<ParamPart> parts) {
+    ParamPart s;
+    for (const ParamPart& x : parts) s.weights += x.weights, s.biases += x.biases;
+    return s;
+  };
+  const ParamPart layer = sum({l.q, l.k, l.v, l.o, l.ffn, l.norms});
+  ParamPart layers;
+  layers.weights = layer.weights * p.layers.size();
+  layers.biases = layer.biases * p.layers.size();
+  const std::size_t n = p.layers.size();
+  const std::string each = n == 1 ? std::string("the layer:") : fmt::format("each of {} layers:", n);
+  const std::vector<Row> rows{
+      {"tok_emb", p.tok_emb},
+      {"pos_emb", p.pos_emb},
+      {each, {}},
+      {"  attention q", l.q},
+      {"  attention k", l.k},
+      {"  attention v", l.v},
+      {"  attention o", l.o},
+      {"  attention", sum({l.q, l.k, l.v, l.o})},
+      {"  ffn", l.ffn},
+      {m.norm == NormPlacement::none ? "  norms" : m.attn_only ? "  norms (ln1)" : "  norms (ln1, ln2)", l.norms},
+      {"  layer", layer},
+      {fmt::format("{} layer{}", n, n == 1 ? "" : "s"), layers},
+      {"ln_f", p.ln_f},
+      {m.tie_embeddings ? "head (tied: tok_emb)" : "head", p.head},
+      {"total", sum({p.tok_emb, p.pos_emb, layers, p.ln_f, p.head})},
+  };
+  std::size_t name_w = 9, num_w = 7;
+  for (const Row& r : rows) {
+    name_w = std::max(name_w, r.name.size());
+    num_w = std::max({num_w, grouped(r.part.weights).size(), grouped(r.part.total()).size()});
+  }
+  fmt::print("{:<{}}  {:>{}}  {:>{}}  {:>{}}\n", "component", name_w, "weights", num_w, "biases", num_w, "total",
+             num_w);
+  for (const Row& r : rows) {
+    if (r.name == each) {
+      fmt::print("{}\n", r.name);
+      continue;
+    }
+    fmt::print("{:<{}}  {:>{}}  {:>{}}  {:>{}}\n", r.name, name_w, grouped(r.part.weights), num_w,
+               grouped(r.part.biases), num_w, grouped(r.part.total()), num_w);
+  }
+  fmt::print("KV cache: {} bytes per token ({}; float32 K and V, {} kv heads x (d_k {} + d_v {}) x {} layer{})\n",
+             grouped(p.kv_cache_bytes_per_token), format_bytes(static_cast<double>(p.kv_cache_bytes_per_token)),
+             m.n_kv_heads, m.d_k, m.d_v, m.n_layers, m.n_layers == 1 ? "" : "s");
+  fmt::print("forward FLOPs per token: {:.4g} at context {} (a multiply-add is 2 FLOPs; projections, head, scores "
+             "and weighted sum)\n",
+             p.forward_flops_per_token, context);
+}
+
+int run_params(const ParamsFlags& flags) {
+  const ModelConfig model = model_of(flags);
+  const ResolvedModelConfig resolved = model.resolved();
+  const std::size_t context = flags.context.value_or(resolved->max_len);
+  if (context > resolved->max_len) {
+    throw std::invalid_argument(fmt::format("--context {}: the model reads at most max_len {} tokens", context,
+                                            resolved->max_len));
+  }
+  const ModelParams p = count_parameters(resolved, context);
+  if (flags.json) {
+    print_json(resolved, context, p);
+  } else {
+    print_table(resolved, context, p);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Run add_params_command(CLI::App& app) {
+  auto f = std::make_shared<ParamsFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "params",
+      "Count a model's parameters by component (tok_emb, pos_emb, attention q/k/v/o, feed-forward, norms, ln_f, "
+      "head), per layer and in total, with its KV cache in bytes per token and its forward FLOPs per token, from the "
+      "config alone: nothing is allocated, so any size answers at once. Takes train's model flags, --task, --vocab "
+      "and --seq-len (which sets max_len unless --max-len does), or a --config FILE.json such as a run's "
+      "config.json.");
+  (void)add_train_flags(*cmd, *f, TrainFlagSet::params);
+  cmd->add_option("--config", f->config_file,
+                  "Read the model from a JSON file like the config.json a run writes (flags override it)");
+  cmd->add_option("--context", f->context,
+                  "Tokens of context the FLOPs assume, at most max_len (default max_len): the attention scores and "
+                  "weighted sum grow with it")
+      ->check(kCount);
+  cmd->add_flag("--json", f->json, "Print one JSON object (every layer listed) instead of the table");
+  return [f] { return run_params(*f); };
+}
+
+}  // namespace headroom::cli
