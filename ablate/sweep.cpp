@@ -78,9 +78,7 @@ nlohmann::json config_value(const TrainConfig& config, const std::string& sectio
 
 // Every data key (the task options too: runs that differ in data.lags differ in data).
 std::string data_key(const DataConfig& d) {
-  TrainConfig c;
-  c.data = d;
-  return to_json(c)["data"].dump();
+  return data_json(d).dump();
 }
 
 // sweep.json: a regular file, strict JSON (nn/strict_json.hpp).

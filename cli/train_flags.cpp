@@ -210,14 +210,15 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file) {
   // file's values of those the new pick does not read (docs/design.md #11).
   const std::vector<std::string> reads = c.data.text.empty() ? task_option_keys(c.data.task) : std::vector<std::string>{};
   const TrainConfig plain;
-  const nlohmann::json data_json = to_json(c)["data"];
+  const nlohmann::json data_values = data_json(c.data);
   for_each_data_field([&](const auto& field) {
     const std::string key = field.key;
     if (key == "task" || key == "text" || key == "seq_len" || key == "vocab") return;
     if (std::find(reads.begin(), reads.end(), key) != reads.end()) return;
     if (given(f, "data." + key)) {
-      const nlohmann::json& v = data_json[key];
-      std::string shown_value = v.dump();
+      const nlohmann::json& v = data_values[key];
+      // As the flag was written: 1,2 for a list, 2 for a double 2.
+      std::string shown_value = v.is_number_float() ? fmt::format("{}", v.get<double>()) : v.dump();
       if (v.is_array()) {
         shown_value.clear();
         for (const auto& item : v) shown_value += (shown_value.empty() ? "" : ",") + item.dump();

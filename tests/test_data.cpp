@@ -218,7 +218,7 @@ TEST_CASE("before: n distinct tokens ? a b, the answer is whichever of a and b o
   CHECK(answer_is_a < 1100);
 }
 
-TEST_CASE("lags, lags_argmax: blocks of n content tokens ? label, as many as fit; only the labels count") {
+TEST_CASE("lags, lags_argmax: blocks of n content tokens ? label, as many as fit, only the labels count") {
   for (const std::string name : {"lags", "lags_argmax"}) {
     for (const std::size_t seq_len : {9u, 20u, 31u}) {
       CAPTURE(name);
@@ -254,7 +254,7 @@ TEST_CASE("lags, lags_argmax: blocks of n content tokens ? label, as many as fit
   }
 }
 
-TEST_CASE("lags: the truth is the task seed's, not the run's; lags_argmax's label is the most likely one") {
+TEST_CASE("lags: the truth is the task seed's, not the run's, and lags_argmax's label is the most likely one") {
   const TaskOptions o{.vocab = 6, .seq_len = 7, .lags = {1, 2}, .context = 2};
   TaskOptions other = o;
   other.task_seed = 1;
@@ -298,7 +298,7 @@ TEST_CASE("lags: the truth is the task seed's, not the run's; lags_argmax's labe
   }
 }
 
-TEST_CASE("lagdiff, lagsum: quadruples a b | c over Z_p, as many as fit; the c's count") {
+TEST_CASE("lagdiff, lagsum: quadruples a b | c over Z_p, as many as fit, the c's count") {
   for (const std::string name : {"lagdiff", "lagsum"}) {
     for (const std::size_t seq_len : {3u, 10u, 15u}) {
       CAPTURE(name);

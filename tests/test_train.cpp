@@ -264,7 +264,7 @@ TEST_CASE("train config field tables: the unknown-key messages list every key of
   std::string data_keys, train_keys;
   hr::for_each_data_field([&](const auto& f) { data_keys += (data_keys.empty() ? "" : ", ") + std::string(f.key); });
   hr::for_each_optim_field([&](const auto& f) { train_keys += (train_keys.empty() ? "" : ", ") + std::string(f.key); });
-  CHECK(data_keys == "task, text, seq_len, vocab");
+  CHECK(data_keys == "task, text, seq_len, vocab, lags, context, lag_beta, task_seed");
   CHECK(train_keys ==
         "optimizer, steps, batch, lr, schedule, warmup, min_lr, clip, weight_decay, momentum, seed, threads, "
         "eval_every, eval_batches, save_every, keep_checkpoints, max_bad_steps, detect_anomaly");

@@ -206,6 +206,8 @@ nlohmann::json to_json(const TrainConfig& c) {
                         {"train", section_json(c.optim, kOptimFields)}};
 }
 
+nlohmann::json data_json(const DataConfig& d) { return section_json(d, kDataFields); }
+
 void update_from_json(TrainConfig& c, const nlohmann::json& object, const std::string& source) {
   if (!object.is_object()) bad(fmt::format("{}: expected a JSON object with model, data and train", source));
   for (const auto& [section, body] : object.items()) {

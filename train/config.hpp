@@ -101,6 +101,8 @@ TrainConfig task_defaults(const std::string& task);
 std::size_t default_warmup(std::size_t steps);
 
 nlohmann::json to_json(const TrainConfig& config);
+// config.json's data section alone (to_json resolves the model, which needs its vocab).
+nlohmann::json data_json(const DataConfig& data);
 // Strict: unknown keys and wrong types are errors naming the source and the key.
 void update_from_json(TrainConfig& config, const nlohmann::json& object, const std::string& source);
 

@@ -129,7 +129,9 @@ DataDescription parse_data_metadata(const std::string& json, const std::string& 
   for (const std::string& key : option_keys) {
     const bool read = std::find(reads.begin(), reads.end(), key) != reads.end();
     if (j.contains(key) != read) {
-      bad(fmt::format("{}: key '{}' is {} for task '{}'", where, key, read ? "missing" : "not one", d.task));
+      if (read) bad(fmt::format("{}: key '{}' is missing (task '{}' reads it)", where, key, d.task));
+      bad(fmt::format("{}: key '{}' is for tasks {} only ({})", where, key, tasks_reading(key),
+                      d.is_text() ? "a text model" : fmt::format("task '{}'", d.task)));
     }
   }
   if (!reads.empty()) {
