@@ -194,5 +194,8 @@ TEST_CASE("lags with one offset: a one-layer one-head model reaches near-zero ex
   const double excess = *s.final_val.excess_loss();
   MESSAGE("lags K={1}, 1 layer 1 head, 400 steps: val loss " << s.final_val.loss << ", Bayes loss "
                                                              << *s.final_val.bayes_loss << ", excess " << excess);
+  // Measured 0.0048 (val loss 1.2685 against a Bayes loss of 1.2637 on 1024 labels);
+  // the threshold leaves a factor of 10 for other platforms' rounding. A model that
+  // had not learned the table would sit near log 5 - 1.26 = 0.35 above.
   CHECK(excess < 0.05);
 }
