@@ -72,7 +72,7 @@ class Task : public Dataset {
   // -log p_true(row[t + 1] | row[0 .. t]) for a counted target t of a row generate
   // wrote, under generate's distribution. The default, 0, is for a task whose counted
   // targets are determined by their context (copy, sort, recall, ...); a task with
-  // random labels overrides it. tests/test_data.cpp checks every task's value against
+  // random labels (lags) overrides it. tests/test_truth.cpp checks every task's value against
   // the conditional frequencies of rows drawn by generate.
   virtual double target_nll(std::span<const Index> row, std::size_t t) const;
 
