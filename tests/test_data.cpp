@@ -60,7 +60,7 @@ bool same(const Batch& a, const Batch& b) {
 
 TEST_CASE("every task: shapes, ids in 0 .. V-1, at least one counted target per row") {
   for (const std::string& name : headroom::task_names()) {
-    for (const TaskOptions o : {TaskOptions{.vocab = 16, .seq_len = 12},
+    for (const TaskOptions& o : {TaskOptions{.vocab = 16, .seq_len = 12},
                                 TaskOptions{.vocab = 16, .seq_len = 13},
                                 TaskOptions{.vocab = 40, .seq_len = 33}}) {
       CAPTURE(name);
