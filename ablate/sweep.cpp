@@ -76,8 +76,9 @@ nlohmann::json config_value(const TrainConfig& config, const std::string& sectio
   return to_json(config)[section][key];
 }
 
+// Every data key (the task options too: runs that differ in data.lags differ in data).
 std::string data_key(const DataConfig& d) {
-  return nlohmann::json{{"task", d.task}, {"text", d.text}, {"seq_len", d.seq_len}, {"vocab", d.vocab}}.dump();
+  return data_json(d).dump();
 }
 
 // sweep.json: a regular file, strict JSON (nn/strict_json.hpp).
@@ -154,10 +155,27 @@ SweepAxis parse_sweep_flag(const std::string& text) {
 
   SweepAxis axis{.flag = "--sweep", .section = section, .key = key, .labels = {}, .values = {}};
   const std::string list = text.substr(eq + 1);
+  // A list key (data.lags) takes each value as whole numbers joined by '+', since ','
+  // separates the values: lags=1,1+2 sweeps [1] and [1, 2].
+  const bool list_key = keys[section][key].is_array();
   for (const std::string& item : split(list, ',')) {
     if (item.empty()) bad(fmt::format("'{}' has an empty value", text));
     if (std::find(axis.labels.begin(), axis.labels.end(), item) != axis.labels.end()) {
       bad(fmt::format("{} is listed twice in '{}'", item, text));
+    }
+    if (list_key) {
+      nlohmann::json value = nlohmann::json::array();
+      for (const std::string& part : split(item, '+')) {
+        if (!whole_number(part)) {
+          bad(fmt::format("'{}': {} is a list: give each value as whole numbers joined by '+' ({}=1,1+2 sweeps [1] "
+                          "and [1, 2]), got '{}'",
+                          text, key, key, item));
+        }
+        value.push_back(std::stoull(part));
+      }
+      axis.labels.push_back(item);
+      axis.values.push_back(std::move(value));
+      continue;
     }
     nlohmann::json value = item;
     try {

@@ -73,7 +73,7 @@ TaskExample validation_example(const Task& task, Rng& rng) {
 // `step` is ", step N" when the model file says its step (train/run_dir.hpp), else "".
 int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const DataDescription& data,
                 const SamplingOptions& options, const std::string& source, const std::string& step) {
-  const std::unique_ptr<Task> task = make_task(data.task, TaskOptions{.vocab = data.vocab, .seq_len = data.seq_len});
+  const std::unique_ptr<Task> task = make_task(data.task, data.task_options());
   std::optional<std::vector<Index>> user_prompt;
   if (!flags.prompt.empty()) user_prompt = parse_task_tokens(flags.prompt, data.vocab, "--prompt");
   fmt::print("{}: {} model (vocab {}, seq_len {}{})\n", source, data.task, data.vocab, data.seq_len, step);

@@ -25,6 +25,7 @@ const CLI::Validator* validator(FlagCheck check) {
     case FlagCheck::positive_whole_number: return &kPositiveWholeNumber;
     case FlagCheck::positive: return &kPositive;
     case FlagCheck::non_negative: return &kNonNegative;
+    case FlagCheck::whole_number_list: return &kWholeNumberList;
   }
   return nullptr;
 }
@@ -36,6 +37,8 @@ auto shown(const V& v) {
     return to_string(v);
   } else if constexpr (std::is_same_v<V, std::optional<double>>) {
     return v ? fmt::format("{}", *v) : std::string("auto");
+  } else if constexpr (std::is_same_v<V, std::vector<std::size_t>>) {
+    return fmt::format("{}", fmt::join(v, ","));
   } else {
     return v;
   }
@@ -50,6 +53,22 @@ template <typename V>
 struct FlagValue<std::optional<V>> {
   using type = V;
 };
+// A list is read as its text, "1,2,3" (checked by kWholeNumberList), and split by the setter.
+template <>
+struct FlagValue<std::vector<std::size_t>> {
+  using type = std::string;
+};
+
+std::vector<std::size_t> whole_number_list(const std::string& text) {
+  std::vector<std::size_t> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    out.push_back(std::stoull(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
 
 // Registers the flag of each field of one section (a member of TrainConfig) that has
 // one, except those in `skip`. The flags record setters in flags.given.
@@ -81,6 +100,8 @@ void add_section_flags(CLI::Option_group& group, TrainFlags& flags, Section Trai
           f->given[key] = [=](TrainConfig& c) {
             if constexpr (std::is_enum_v<V>) {
               c.*section.*member = parse(value);
+            } else if constexpr (std::is_same_v<V, std::vector<std::size_t>>) {
+              c.*section.*member = whole_number_list(value);
             } else {
               c.*section.*member = value;
             }
@@ -184,6 +205,30 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file) {
     c.data.task = defaults.task;
     c.data.vocab = defaults.vocab;
   }
+  // The task options (data.lags, ...) are read by some tasks only: a flag for one the
+  // run's data does not read is refused, and a flag that picks the data replaces the
+  // file's values of those the new pick does not read (docs/design.md #11).
+  const std::vector<std::string> reads = c.data.text.empty() ? task_option_keys(c.data.task) : std::vector<std::string>{};
+  const TrainConfig plain;
+  const nlohmann::json data_values = data_json(c.data);
+  for_each_data_field([&](const auto& field) {
+    const std::string key = field.key;
+    if (key == "task" || key == "text" || key == "seq_len" || key == "vocab") return;
+    if (std::find(reads.begin(), reads.end(), key) != reads.end()) return;
+    if (given(f, "data." + key)) {
+      const nlohmann::json& v = data_values[key];
+      // As the flag was written: 1,2 for a list, 2 for a double 2.
+      std::string shown_value = v.is_number_float() ? fmt::format("{}", v.get<double>()) : v.dump();
+      if (v.is_array()) {
+        shown_value.clear();
+        for (const auto& item : v) shown_value += (shown_value.empty() ? "" : ",") + item.dump();
+      }
+      throw std::invalid_argument(fmt::format(
+          "{} {}: {} does not read it (only {} do), so it would be ignored", flag_name(field.key, *field.flag),
+          shown_value, c.data.text.empty() ? "--task " + c.data.task : "a --text run", tasks_reading(key)));
+    }
+    if (given(f, "data.task") || given(f, "data.text")) c.data.*field.member = plain.data.*field.member;
+  });
   // Warm-up scales with the run unless given (train/config.hpp, default_warmup).
   if (file_key(object, "train", "warmup") == nullptr && !given(f, "train.warmup")) {
     c.optim.warmup = default_warmup(c.optim.steps);

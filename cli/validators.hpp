@@ -40,6 +40,22 @@ inline const CLI::Validator kPositiveWholeNumber(
     },
     "N");
 
+// Whole numbers separated by commas, "1,2,3": a list field's flag (nn/config_field.hpp).
+inline const CLI::Validator kWholeNumberList(
+    [](std::string& text) -> std::string {
+      std::size_t start = 0;
+      for (;;) {
+        const std::size_t comma = text.find(',', start);
+        const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (item.empty() || item.size() > 19 || item.find_first_not_of("0123456789") != std::string::npos) {
+          return "must be whole numbers separated by commas (1,2,3), got " + text;
+        }
+        if (comma == std::string::npos) return "";
+        start = comma + 1;
+      }
+    },
+    "N,N,...");
+
 inline const CLI::Validator kPositive(
     [](std::string& text) -> std::string {
       double v = 0;

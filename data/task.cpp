@@ -60,6 +60,21 @@ Batch Task::sample(std::size_t batch, Split split, Rng& rng) const {
   return out;
 }
 
+Batch Task::draw(Rng& rng) const {
+  const std::size_t row_len = seq_len_ + 1;
+  Batch out{IndexArray::from_shape({1, row_len}), Mask::from_shape({1, seq_len_}),
+            std::vector<double>(seq_len_, 0.0)};
+  const std::span<Index> row(out.tokens.data(), row_len);
+  const std::span<bool> counted(out.target_mask.data(), seq_len_);
+  std::fill(row.begin(), row.end(), kPad);
+  std::fill(counted.begin(), counted.end(), false);
+  generate(rng, row, counted);
+  for (std::size_t t = 0; t < seq_len_; ++t) {
+    if (counted[t]) out.target_nll[t] = target_nll(row, t);
+  }
+  return out;
+}
+
 double Task::target_nll(std::span<const Index> /*row*/, std::size_t /*t*/) const { return 0.0; }
 
 std::string Task::example() const {

@@ -1,5 +1,7 @@
 // Seeded toy sequence tasks for probing what attention heads do: copy, reverse,
-// sort, associative recall, induction and before (which of two tokens came first). Each task fixes a token layout for rows
+// sort, associative recall, induction, repeat, before (which of two tokens came
+// first), lags and lags_argmax (a label drawn from a hidden table of the tokens at
+// fixed offsets), lagdiff and lagsum (modular arithmetic). Each task fixes a token layout for rows
 // of T+1 tokens over a vocabulary of V ids; the layouts are documented at the top
 // of each task in toy_tasks.cpp and summarised in data/README.md.
 //
@@ -31,6 +33,13 @@ inline constexpr Index kFirstContent = 3;
 struct TaskOptions {
   std::size_t vocab = 16;   // V: token ids are [0, V)
   std::size_t seq_len = 12; // T: model inputs per row; rows hold T+1 tokens
+  // lags and lags_argmax only (task_option_keys); the other tasks refuse other values.
+  std::vector<std::size_t> lags = {1, 2};  // K: the offsets before the query the label reads
+  std::size_t context = 8;                 // n: content tokens per block
+  double lag_beta = 1.0;                   // the tables' entries are N(0, lag_beta^2)
+  std::uint64_t task_seed = 0;             // seeds the tables (not the run's seed)
+
+  friend bool operator==(const TaskOptions&, const TaskOptions&) = default;
 };
 
 class Task : public Dataset {
@@ -48,6 +57,10 @@ class Task : public Dataset {
   // line, counted targets in brackets: "copy: 3 7 4 5 | [3 7 4 5]".
   std::string example() const;
 
+  // One example as generate writes it, in whichever split it falls (no rejection): a
+  // Batch of one row with its mask and target_nll. For tests of the distribution.
+  Batch draw(Rng& rng) const;
+
  protected:
   Task(std::string name, TaskOptions options);
 
@@ -59,7 +72,7 @@ class Task : public Dataset {
   // -log p_true(row[t + 1] | row[0 .. t]) for a counted target t of a row generate
   // wrote, under generate's distribution. The default, 0, is for a task whose counted
   // targets are determined by their context (copy, sort, recall, ...); a task with
-  // random labels overrides it. tests/test_data.cpp checks every task's value against
+  // random labels (lags) overrides it. tests/test_truth.cpp checks every task's value against
   // the conditional frequencies of rows drawn by generate.
   virtual double target_nll(std::span<const Index> row, std::size_t t) const;
 
@@ -85,9 +98,15 @@ Split example_split(std::span<const Index> row);
 // counted.size() must be row.size() - 1.
 std::string render_example(std::span<const Index> row, std::span<const bool> counted);
 
-// The task called `name` ("copy", "reverse", "sort", "recall", "induction", "before"), or a
-// DataError listing the valid names. Also throws when options do not fit the task.
+// The task called `name` (one of task_names()), or a DataError listing the valid
+// names. Also throws when options do not fit the task.
 std::unique_ptr<Task> make_task(const std::string& name, TaskOptions options);
 std::vector<std::string> task_names();
+
+// The TaskOptions keys beyond vocab and seq_len that task `name` reads: "lags",
+// "context", "lag_beta", "task_seed" for lags and lags_argmax, none for the others
+// (nor for a name that is not a task). A value given for a key the task does not
+// read is refused upstream (docs/design.md #11).
+std::vector<std::string> task_option_keys(const std::string& name);
 
 }  // namespace headroom

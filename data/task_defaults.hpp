@@ -1,5 +1,6 @@
 // The toy tasks' own training settings: where a task needs other settings than the
-// global defaults (train/config.hpp) to reach 99% validation accuracy, and why.
+// global defaults (train/config.hpp) to reach 99% validation accuracy (for lags, whose
+// labels are random: to use its rows well), and why.
 // train/config.cpp's task_defaults() applies them, and `headroom train --help`
 // lists them, so both come from this one table.
 //

@@ -2,6 +2,7 @@
 // are pad "_", separator "|" and query "?"; content tokens are [3, V); a row holds
 // T+1 tokens; counted[t] says whether the target row[t + 1] is scored.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <numeric>
 #include <utility>
@@ -118,21 +119,76 @@ class RecallTask : public Task {
   std::size_t keys_;   // K, the size of the key pool
 };
 
-// induction. With n = floor((T + 1) / 2):
+// induction. With L = max(2, floor((T + 1) / 3)) and F = T + 1 - 2L:
+//
+//   position  0 .. s-1   s .. s+L-1    s+L .. r-1   r .. r+L-1    r+L .. T
+//   token     f ..       g_1 .. g_L    f ..         g_1 .. g_L    f ..
+//
+// A segment g of L content tokens, then its repeat; the segment starts at s, drawn
+// uniformly from 0 .. F, and the repeat at r, drawn uniformly from s + L .. s + L +
+// (F - s). Every other position holds a filler token f, and the T + 1 - L tokens of
+// the segment and the fillers are all distinct. The repeat after its first token
+// counts: t = r .. r+L-2 (input g_i of the repeat, target g_{i+1}, i = 1 .. L-1).
+// g_1 at r is the row's only token seen twice, so each counted target is determined
+// by its context (find the earlier occurrence of the current token, copy its
+// successor), and, since s and r - s vary from row to row, no fixed offset finds it.
+// g_1 of the repeat does not count: nothing before it says where the repeat starts.
+// Needs T >= 3 (L >= 2) and V >= 3 + T + 1 - L.
+class InductionTask : public Task {
+ public:
+  explicit InductionTask(TaskOptions options)
+      : Task("induction", options), len_(std::max<std::size_t>(2, (options.seq_len + 1) / 3)) {
+    if (options.seq_len < 3) seq_len_too_short(3, "a segment of two tokens and its repeat");
+    const std::size_t distinct = options.seq_len + 1 - len_;
+    if (options.vocab < kSpecials + distinct) {
+      vocab_too_small(kSpecials + distinct,
+                      fmt::format("3 special + {} distinct content tokens: a segment of {} and {} fillers for the "
+                                  "{} tokens of seq_len {}",
+                                  distinct, len_, distinct - len_, options.seq_len + 1, options.seq_len));
+    }
+  }
+
+ protected:
+  void generate(Rng& rng, std::span<Index> row, std::span<bool> counted) const override {
+    const std::size_t spare = row.size() - 2 * len_;  // F
+    std::vector<Index> tokens(row.size() - len_);   // the segment, then the fillers
+    draw_distinct(rng, kFirstContent, vocab_size() - kSpecials, tokens);
+    const std::size_t s = rng.below(spare + 1);
+    const std::size_t r = s + len_ + rng.below(spare - s + 1);
+    std::size_t filler = len_;
+    for (std::size_t p = 0; p < row.size(); ++p) {
+      if (p >= s && p < s + len_) {
+        row[p] = tokens[p - s];
+      } else if (p >= r && p < r + len_) {
+        row[p] = tokens[p - r];
+      } else {
+        row[p] = tokens[filler++];
+      }
+    }
+    std::fill_n(counted.begin() + static_cast<std::ptrdiff_t>(r), len_ - 1, true);
+  }
+
+ private:
+  std::size_t len_;  // L, the segment's length
+};
+
+// repeat (the first induction layout). With n = floor((T + 1) / 2):
 //
 //   position  0 .. n-1      n .. 2n-1      2n (only when T is even)
 //   token     s_1 .. s_n    s_1 .. s_n     _
 //
 // s holds n distinct content tokens, so that within the repeat every token after
 // its first is determined by an induction head (find the earlier occurrence of the
-// current token, copy its successor). Those targets count: t = n .. 2n-2 (input
+// current token, copy its successor). Every repeat starts at the same place, so a
+// head that attends n - 1 positions back (a positional copy) solves it as well:
+// `induction` is the layout where only the induction rule works. Those targets count: t = n .. 2n-2 (input
 // s_i of the repeat, target s_{i+1}, for i = 1 .. n-1). The repeat's first token
 // does not count: it follows s_n, which occurs nowhere earlier.
 // Needs T >= 3 (n >= 2, one counted target) and V >= 3 + n.
-class InductionTask : public Task {
+class RepeatTask : public Task {
  public:
-  explicit InductionTask(TaskOptions options)
-      : Task("induction", options), n_((options.seq_len + 1) / 2) {
+  explicit RepeatTask(TaskOptions options)
+      : Task("repeat", options), n_((options.seq_len + 1) / 2) {
     if (n_ < 2) seq_len_too_short(3, "two tokens and their repeat");
     if (options.vocab < kSpecials + n_) {
       vocab_too_small(kSpecials + n_, fmt::format("3 special + {} distinct content tokens for "
@@ -196,6 +252,175 @@ class BeforeTask : public Task {
   std::size_t n_;  // length of the sequence
 };
 
+// lags and lags_argmax. With n = context, K = lags and B = floor((T + 1) / (n + 2))
+// blocks:
+//
+//   position  0 .. n-1      n    n+1    n+2 .. 2n+1    2n+2   2n+3   ..   (pad to T)
+//   token     x_1 .. x_n    ?    y      x_1 .. x_n     ?      y      ..   _
+//
+// Each block's x are drawn uniformly from the C = V - 3 content tokens, with
+// repetition, independently of the other blocks. Its label y is a content token
+// drawn from
+//
+//   p(y | x) = softmax_y( sum over k in K of A_k[x_{n+1-k}, y] )
+//
+// (x_{n+1-k} is the token k positions before the query), where each table A_k is
+// C x C with entries N(0, lag_beta^2), drawn from Rng(task_seed) in the order
+// (k in the order K lists them, row, column): the truth is the task's, not the
+// run's, so every run of a sweep learns the same tables. lags_argmax has the same
+// rows with y = argmax_y of the same logits (the first on a tie), so its labels are
+// determined. Only the labels count: t = b (n + 2) + n for b = 0 .. B-1 (input ?,
+// target y). lags's target_nll is -log p(y | x), computed in double.
+// Needs offsets >= 1, distinct, at most n; T >= n + 1 (one block); V >= 5.
+class LagsTask : public Task {
+ public:
+  LagsTask(std::string name, bool argmax, TaskOptions options)
+      : Task(std::move(name), options), argmax_(argmax), lags_(options.lags), n_(options.context) {
+    const std::string listed = fmt::format("[{}]", fmt::join(lags_, ", "));
+    if (n_ == 0) throw DataError(fmt::format("{}: context must be at least 1, got 0", this->name()));
+    if (lags_.empty()) throw DataError(fmt::format("{}: lags is empty: the label needs at least one offset", this->name()));
+    for (std::size_t i = 0; i < lags_.size(); ++i) {
+      if (lags_[i] == 0) {
+        throw DataError(fmt::format("{}: offset 0 in lags {}: offsets are >= 1 (1 is the token just before the "
+                                    "query)",
+                                    this->name(), listed));
+      }
+      if (lags_[i] > n_) {
+        throw DataError(fmt::format("{}: offset {} in lags {} is beyond the context {}: a block holds {} content "
+                                    "tokens before its query",
+                                    this->name(), lags_[i], listed, n_, n_));
+      }
+      if (std::find(lags_.begin(), lags_.begin() + static_cast<std::ptrdiff_t>(i), lags_[i]) !=
+          lags_.begin() + static_cast<std::ptrdiff_t>(i)) {
+        throw DataError(fmt::format("{}: offset {} is listed twice in lags {}", this->name(), lags_[i], listed));
+      }
+    }
+    if (!(options.lag_beta >= 0) || !std::isfinite(options.lag_beta)) {
+      throw DataError(fmt::format("{}: lag_beta must be a finite number >= 0, got {}", this->name(), options.lag_beta));
+    }
+    if (options.seq_len + 1 < n_ + 2) {
+      seq_len_too_short(n_ + 1, fmt::format("one block: {} content tokens, the query marker and the label", n_));
+    }
+    if (options.vocab < kSpecials + 2) vocab_too_small(kSpecials + 2, "3 special + 2 content");
+    content_ = options.vocab - kSpecials;
+    if (content_ > kMaxTableSide) {
+      vocab_too_small_for_tables(options.vocab);
+    }
+    blocks_ = (options.seq_len + 1) / (n_ + 2);
+    tables_.resize(lags_.size() * content_ * content_);  // (|K|, C, C)
+    Rng table_rng(options.task_seed);
+    for (double& a : tables_) a = options.lag_beta * table_rng.normal();
+  }
+
+ protected:
+  void generate(Rng& rng, std::span<Index> row, std::span<bool> counted) const override {
+    std::vector<double> logits(content_);
+    for (std::size_t b = 0; b < blocks_; ++b) {
+      const std::size_t q = b * (n_ + 2) + n_;  // the query's position
+      for (std::size_t i = q - n_; i < q; ++i) row[i] = draw_from(rng, kFirstContent, content_);
+      row[q] = kQuery;
+      label_logits(row, q, logits);
+      std::size_t y = 0;
+      if (argmax_) {
+        y = static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      } else {
+        // Inverse CDF of the softmax; the last label takes what rounding leaves.
+        const double top = *std::max_element(logits.begin(), logits.end());
+        double z = 0;
+        for (const double l : logits) z += std::exp(l - top);
+        double u = rng.uniform() * z;
+        y = content_ - 1;
+        for (std::size_t c = 0; c + 1 < content_; ++c) {
+          u -= std::exp(logits[c] - top);
+          if (u < 0) {
+            y = c;
+            break;
+          }
+        }
+      }
+      row[q + 1] = kFirstContent + static_cast<Index>(y);
+      counted[q] = true;
+    }
+  }
+
+  double target_nll(std::span<const Index> row, std::size_t t) const override {
+    if (argmax_) return 0.0;
+    std::vector<double> logits(content_);
+    label_logits(row, t, logits);
+    const double top = *std::max_element(logits.begin(), logits.end());
+    double z = 0;
+    for (const double l : logits) z += std::exp(l - top);
+    const auto y = static_cast<std::size_t>(row[t + 1] - kFirstContent);
+    return top + std::log(z) - logits[y];
+  }
+
+ private:
+  // C x C x |K| at C = 4096, K = {1}: 128 MiB of doubles. A larger table is a typo
+  // (a text-sized vocabulary), not a task.
+  static constexpr std::size_t kMaxTableSide = 4096;
+
+  [[noreturn]] void vocab_too_small_for_tables(std::size_t vocab) const {
+    throw DataError(fmt::format("{}: vocab {} is too large: its tables are C x C for C = V - 3 content tokens, and C "
+                                "may be at most {} (vocab {})",
+                                name(), vocab, kMaxTableSide, kMaxTableSide + kSpecials));
+  }
+
+  // The logits of the label of the block whose query is at q: sum over k of
+  // A_k[x at q - k, :].
+  void label_logits(std::span<const Index> row, std::size_t q, std::span<double> logits) const {
+    std::fill(logits.begin(), logits.end(), 0.0);
+    for (std::size_t j = 0; j < lags_.size(); ++j) {
+      const auto x = static_cast<std::size_t>(row[q - lags_[j]] - kFirstContent);
+      const double* a = tables_.data() + (j * content_ + x) * content_;
+      for (std::size_t y = 0; y < content_; ++y) logits[y] += a[y];
+    }
+  }
+
+  bool argmax_;
+  std::vector<std::size_t> lags_;  // K
+  std::size_t n_;                  // content tokens per block
+  std::size_t content_ = 0;        // C
+  std::size_t blocks_ = 0;         // B
+  std::vector<double> tables_;     // (|K|, C, C): A_k[x, y]
+};
+
+// lagdiff and lagsum (arithmetic mod p). With p = V - 3 and Q = floor((T + 1) / 4):
+//
+//   position  0   1   2   3    4   5   6   7    ..   (pad to T)
+//   token     a   b   |   c    a   b   |   c    ..   _
+//
+// The content id 3 + i stands for i in Z_p; the separator | plays "=". a and b are
+// uniform in Z_p, independently in each quadruple; c = (a - b) mod p for lagdiff
+// and (a + b) mod p for lagsum. The c's count: t = 4i + 2 for i = 0 .. Q-1 (input |,
+// target c). Needs T >= 3 (one quadruple) and V >= 5 (p >= 2).
+class ModularTask : public Task {
+ public:
+  ModularTask(std::string name, bool difference, TaskOptions options)
+      : Task(std::move(name), options), difference_(difference), quads_((options.seq_len + 1) / 4) {
+    if (quads_ < 1) seq_len_too_short(3, "one quadruple a b | c");
+    if (options.vocab < kSpecials + 2) vocab_too_small(kSpecials + 2, "3 special + 2 content: p >= 2");
+  }
+
+ protected:
+  void generate(Rng& rng, std::span<Index> row, std::span<bool> counted) const override {
+    const std::size_t p = vocab_size() - kSpecials;
+    for (std::size_t i = 0; i < quads_; ++i) {
+      const std::size_t a = rng.below(p);
+      const std::size_t b = rng.below(p);
+      const std::size_t c = difference_ ? (a + p - b) % p : (a + b) % p;
+      row[4 * i] = kFirstContent + static_cast<Index>(a);
+      row[4 * i + 1] = kFirstContent + static_cast<Index>(b);
+      row[4 * i + 2] = kSep;
+      row[4 * i + 3] = kFirstContent + static_cast<Index>(c);
+      counted[4 * i + 2] = true;
+    }
+  }
+
+ private:
+  bool difference_;
+  std::size_t quads_;  // Q
+};
+
 using Factory = std::function<std::unique_ptr<Task>(TaskOptions)>;
 
 const std::vector<std::pair<std::string, Factory>>& registry() {
@@ -211,7 +436,12 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
        [](TaskOptions o) { return std::make_unique<SeparatedAnswerTask>("sort", Rule::sort, o); }},
       {"recall", [](TaskOptions o) { return std::make_unique<RecallTask>(o); }},
       {"induction", [](TaskOptions o) { return std::make_unique<InductionTask>(o); }},
+      {"repeat", [](TaskOptions o) { return std::make_unique<RepeatTask>(o); }},
       {"before", [](TaskOptions o) { return std::make_unique<BeforeTask>(o); }},
+      {"lags", [](TaskOptions o) { return std::make_unique<LagsTask>("lags", false, o); }},
+      {"lags_argmax", [](TaskOptions o) { return std::make_unique<LagsTask>("lags_argmax", true, o); }},
+      {"lagdiff", [](TaskOptions o) { return std::make_unique<ModularTask>("lagdiff", true, o); }},
+      {"lagsum", [](TaskOptions o) { return std::make_unique<ModularTask>("lagsum", false, o); }},
   };
   return tasks;
 }
@@ -224,6 +454,11 @@ std::unique_ptr<Task> make_task(const std::string& name, TaskOptions options) {
   }
   throw DataError(fmt::format("unknown task '{}': valid names are {}", name,
                               fmt::join(task_names(), ", ")));
+}
+
+std::vector<std::string> task_option_keys(const std::string& name) {
+  if (name == "lags" || name == "lags_argmax") return {"lags", "context", "lag_beta", "task_seed"};
+  return {};
 }
 
 std::vector<std::string> task_names() {

@@ -14,7 +14,9 @@ namespace headroom {
 // How a flag's text is checked before it is read (cli/validators.hpp has one
 // validator for each). Values that depend on other fields are checked later, by
 // ModelConfig::resolved() and TrainConfig::validate().
-enum class FlagCheck { none, whole_number, positive_whole_number, positive, non_negative };
+// whole_number_list is the flag of a list field (std::vector<std::size_t>): whole
+// numbers separated by commas, "1,2,3"; config.json holds it as an array [1, 2, 3].
+enum class FlagCheck { none, whole_number, positive_whole_number, positive, non_negative, whole_number_list };
 
 struct Flag {
   // "--heads"; empty: "--" and the key with '_' written '-' (d_model: --d-model).

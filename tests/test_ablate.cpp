@@ -129,6 +129,21 @@ TEST_CASE("ablate grid: invalid and duplicate points are skipped with the reason
   spec.axes = {hr::parse_count_axis("--heads", "n_heads", "3,5", false)};
   CHECK_THROWS_WITH_AS(hr::plan_sweep(spec), doctest::Contains("none of the 2 points of the grid is valid"),
                        std::invalid_argument);
+
+  // A list key sweeps lags's data, each value a dataset of its own; a task that does
+  // not read the key skips the point that sets it.
+  spec.base.data = {.task = "lags", .text = "", .seq_len = 9, .vocab = 8};
+  spec.axes = {hr::parse_sweep_flag("lags=1,1+2"), hr::parse_sweep_flag("task=lags,copy")};
+  const hr::SweepPlan lags = hr::plan_sweep(spec);
+  ids.clear();
+  for (const hr::PlannedRun& r : lags.runs) ids.push_back(r.id);
+  CHECK(ids == std::vector<std::string>{"h4-dk4-lags1-tasklags-s0", "h4-dk4-lags1+2-tasklags-s0",
+                                        "h4-dk4-lags1+2-taskcopy-s0"});
+  CHECK(lags.runs[0].config.data.lags == std::vector<std::size_t>{1});
+  REQUIRE(lags.skipped.size() == 1);
+  CHECK(lags.skipped[0].point == "lags=1 task=copy");
+  CHECK(lags.skipped[0].reason ==
+        "data.lags [1]: task copy does not read it (only lags and lags_argmax do), so it would be ignored");
 }
 
 TEST_CASE("ablate flags: lists, --sweep keys and values, seeds and shards are checked") {
@@ -152,6 +167,16 @@ TEST_CASE("ablate flags: lists, --sweep keys and values, seeds and shards are ch
   CHECK_THROWS_WITH(hr::parse_sweep_flag("lr=0.1,"), doctest::Contains("empty value"));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("n_heads=1,2"), doctest::Contains("with --heads"));
   CHECK_THROWS_WITH(hr::parse_sweep_flag("seed=1,2"), doctest::Contains("with --seeds"));
+  // A list key: ',' between values, '+' between the items of one value.
+  const hr::SweepAxis lags = hr::parse_sweep_flag("lags=1,1+2,3+1");
+  CHECK(lags.section == "data");
+  CHECK(lags.labels == std::vector<std::string>{"1", "1+2", "3+1"});
+  CHECK(lags.values == std::vector<nlohmann::json>{nlohmann::json::array({1}), nlohmann::json::array({1, 2}),
+                                                   nlohmann::json::array({3, 1})});
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("lags=1,1+x"),
+                    "'lags=1,1+x': lags is a list: give each value as whole numbers joined by '+' (lags=1,1+2 sweeps "
+                    "[1] and [1, 2]), got '1+x'");
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("lags=[1,2]"), doctest::Contains("lags is a list"));
 
   CHECK(hr::parse_seeds("3") == std::vector<std::uint64_t>{0, 1, 2});
   CHECK(hr::parse_seeds("0,5,9") == std::vector<std::uint64_t>{0, 5, 9});

@@ -49,14 +49,14 @@ xt::xarray<float> one_hot_weights(std::size_t heads, std::size_t T) {
   return w;
 }
 
-// Trains a tiny induction model once per test run (a few seconds at most): 2 layers
+// Trains a tiny repeat model once per test run (a few seconds at most): 2 layers
 // of 2 heads, seq_len 8, so rows are s1 s2 s3 s4 s1 s2 s3 s4 _.
 const fs::path& induction_model() {
   static const TempDir tmp("attention_induction");  // removed at exit
   static const fs::path dir = [] {
     const fs::path& d = tmp.path();
     const CliResult train = run_headroom(
-        "train --task induction --seq-len 8 --vocab 12 --d-model 16 --heads 2 --layers 2 --steps 30 --warmup 5 "
+        "train --task repeat --seq-len 8 --vocab 12 --d-model 16 --heads 2 --layers 2 --steps 30 --warmup 5 "
         "--eval-every 30 --eval-batches 1 -q --out " + d.string());
     INFO(train.output);
     REQUIRE(train.status == 0);
@@ -238,7 +238,7 @@ TEST_CASE("headroom attention --example: the SVG, and weights that are the model
   const fs::path weights_file = dir / "attention.safetensors";
   CHECK(r.output.find("wrote " + svg_file.string()) != std::string::npos);
   CHECK(r.output.find("wrote " + weights_file.string()) != std::string::npos);
-  CHECK(r.output.find("validation example 3 of induction") != std::string::npos);
+  CHECK(r.output.find("validation example 3 of repeat") != std::string::npos);
 
   const std::string svg = read_file(svg_file);
   CHECK(svg.rfind("<svg", 0) == 0);
@@ -257,7 +257,7 @@ TEST_CASE("headroom attention --example: the SVG, and weights that are the model
   CHECK(f.find("tokens")->dtype == hr::DType::i64);
   const hr::IndexArray tokens = hr::from_record<hr::Index>(*f.find("tokens"), "tokens");
 
-  // The row of an induction example: four distinct content tokens, then the same four.
+  // The row of a repeat example: four distinct content tokens, then the same four.
   for (std::size_t i = 0; i < 4; ++i) {
     CHECK(tokens(i) >= hr::kFirstContent);
     CHECK(tokens(i + 4) == tokens(i));

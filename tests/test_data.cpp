@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -59,7 +60,7 @@ bool same(const Batch& a, const Batch& b) {
 
 TEST_CASE("every task: shapes, ids in 0 .. V-1, at least one counted target per row") {
   for (const std::string& name : headroom::task_names()) {
-    for (const TaskOptions o : {TaskOptions{.vocab = 16, .seq_len = 12},
+    for (const TaskOptions& o : {TaskOptions{.vocab = 16, .seq_len = 12},
                                 TaskOptions{.vocab = 16, .seq_len = 13},
                                 TaskOptions{.vocab = 40, .seq_len = 33}}) {
       CAPTURE(name);
@@ -140,11 +141,42 @@ TEST_CASE("recall: k v pairs ? k v, distinct keys, the answer is the query key's
   CHECK(queried.size() == p);  // every pair position gets asked about
 }
 
-TEST_CASE("induction: n distinct tokens and their repeat, the repeat after its first token counts") {
+TEST_CASE("induction: a segment and its repeat at random offsets among distinct fillers, the repeat after its first token counts") {
+  for (const std::size_t seq_len : {8u, 11u, 16u}) {
+    const std::size_t L = std::max<std::size_t>(2, (seq_len + 1) / 3);
+    CAPTURE(seq_len);
+    const Batch b = draw("induction", {.vocab = 40, .seq_len = seq_len}, 2000);
+    std::set<std::size_t> starts, gaps;
+    for (std::size_t i = 0; i < 2000; ++i) {
+      const Row row = row_of(b, i);
+      // Exactly one token, the segment's first, occurs twice; all others once.
+      std::map<Index, std::vector<std::size_t>> at;
+      for (std::size_t p = 0; p < row.size(); ++p) at[row[p]].push_back(p);
+      CHECK(at.size() == row.size() - L);
+      for (const auto& [id, where] : at) CHECK((id >= 3 && id < 40));
+      // The segment at s and its repeat at r: the first token seen twice.
+      std::size_t r = 0;
+      while (r < row.size() && at[row[r]].front() == r) ++r;
+      REQUIRE(r < row.size());
+      const std::size_t s = at[row[r]].front();
+      CHECK(r >= s + L);
+      REQUIRE(r + L <= row.size());
+      for (std::size_t j = 0; j < L; ++j) CHECK(row[s + j] == row[r + j]);
+      CHECK(mask_of(b, i) == counted_range(seq_len, r, r + L - 2));
+      starts.insert(s);
+      gaps.insert(r - s);
+    }
+    // Both the start and the distance vary: no fixed offset copies the answer.
+    CHECK(starts.size() > 1);
+    CHECK(gaps.size() > 1);
+  }
+}
+
+TEST_CASE("repeat: n distinct tokens and their repeat, the repeat after its first token counts") {
   for (const std::size_t seq_len : {9u, 10u}) {
     const std::size_t n = (seq_len + 1) / 2;
     CAPTURE(seq_len);
-    const Batch b = draw("induction", {.vocab = 12, .seq_len = seq_len}, 500);
+    const Batch b = draw("repeat", {.vocab = 12, .seq_len = seq_len}, 500);
     for (std::size_t i = 0; i < 500; ++i) {
       const Row row = row_of(b, i);
       const Row first(row.begin(), row.begin() + n), repeat(row.begin() + n, row.begin() + 2 * n);
@@ -186,6 +218,132 @@ TEST_CASE("before: n distinct tokens ? a b, the answer is whichever of a and b o
   CHECK(answer_is_a < 1100);
 }
 
+TEST_CASE("lags, lags_argmax: blocks of n content tokens ? label, as many as fit, only the labels count") {
+  for (const std::string name : {"lags", "lags_argmax"}) {
+    for (const std::size_t seq_len : {9u, 20u, 31u}) {
+      CAPTURE(name);
+      CAPTURE(seq_len);
+      const std::size_t n = 4, blocks = (seq_len + 1) / (n + 2);
+      const Batch b = draw(name, {.vocab = 12, .seq_len = seq_len, .lags = {1, 3}, .context = n}, 300);
+      std::vector<bool> want(seq_len, false);
+      for (std::size_t k = 0; k < blocks; ++k) want[k * (n + 2) + n] = true;
+      for (std::size_t i = 0; i < 300; ++i) {
+        const Row row = row_of(b, i);
+        CHECK(mask_of(b, i) == want);
+        for (std::size_t p = 0; p < row.size(); ++p) {
+          const bool in_block = p < blocks * (n + 2);
+          if (!in_block) {
+            CHECK(row[p] == kPad);
+          } else if (p % (n + 2) == n) {
+            CHECK(row[p] == kQuery);
+          } else {
+            CHECK((row[p] >= 3 && row[p] < 12));
+          }
+        }
+        for (std::size_t t = 0; t < seq_len; ++t) {
+          const double nll = b.target_nll[i * seq_len + t];
+          if (!want[t] || name == "lags_argmax") {
+            CHECK(nll == 0.0);
+          } else {
+            CHECK(nll > 0.0);
+            CHECK(std::isfinite(nll));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("lags: the truth is the task seed's, not the run's, and lags_argmax's label is the most likely one") {
+  const TaskOptions o{.vocab = 6, .seq_len = 7, .lags = {1, 2}, .context = 2};
+  TaskOptions other = o;
+  other.task_seed = 1;
+  // The same draws under the same task seed: the same rows and nll; under another
+  // task seed the contexts are the same (a label takes one uniform either way, and
+  // draw does not reject) but the probabilities differ.
+  const auto a = headroom::make_task("lags", o), again = headroom::make_task("lags", o),
+             b = headroom::make_task("lags", other);
+  Rng ra(5), rb(5), rc(5);
+  std::size_t nll_differs = 0;
+  for (int i = 0; i < 200; ++i) {
+    const Batch x = a->draw(ra), y = again->draw(rb), z = b->draw(rc);
+    CHECK(same(x, y));
+    CHECK(x.target_nll == y.target_nll);
+    nll_differs += x.target_nll != z.target_nll ? 1 : 0;
+    for (const std::size_t q : {2u, 6u}) {
+      CHECK(x.tokens(0, q - 2) == z.tokens(0, q - 2));
+      CHECK(x.tokens(0, q - 1) == z.tokens(0, q - 1));
+    }
+  }
+  CHECK(nll_differs > 100);
+  // Per context (the two tokens before a query), the label of least nll under lags
+  // is lags_argmax's label.
+  std::map<std::pair<Index, Index>, std::pair<double, Index>> best;  // context -> (least nll, its label)
+  const Batch many = draw("lags", o, 4000);
+  for (std::size_t i = 0; i < 4000; ++i) {
+    for (const std::size_t q : {2u, 6u}) {
+      const std::pair<Index, Index> context{many.tokens(i, q - 2), many.tokens(i, q - 1)};
+      const double nll = many.target_nll[i * 7 + q];
+      auto [it, fresh] = best.try_emplace(context, nll, many.tokens(i, q + 1));
+      if (!fresh && nll < it->second.first) it->second = {nll, many.tokens(i, q + 1)};
+    }
+  }
+  CHECK(best.size() == 9);
+  const Batch argmax = draw("lags_argmax", o, 500);
+  for (std::size_t i = 0; i < 500; ++i) {
+    for (const std::size_t q : {2u, 6u}) {
+      const std::pair<Index, Index> context{argmax.tokens(i, q - 2), argmax.tokens(i, q - 1)};
+      CHECK(argmax.tokens(i, q + 1) == best.at(context).second);
+    }
+  }
+}
+
+TEST_CASE("lagdiff, lagsum: quadruples a b | c over Z_p, as many as fit, the c's count") {
+  for (const std::string name : {"lagdiff", "lagsum"}) {
+    for (const std::size_t seq_len : {3u, 10u, 15u}) {
+      CAPTURE(name);
+      CAPTURE(seq_len);
+      const std::size_t quads = (seq_len + 1) / 4, p = 7;
+      const Batch b = draw(name, {.vocab = 3 + p, .seq_len = seq_len}, 300);
+      std::vector<bool> want(seq_len, false);
+      for (std::size_t k = 0; k < quads; ++k) want[4 * k + 2] = true;
+      std::set<Index> answers;
+      for (std::size_t i = 0; i < 300; ++i) {
+        const Row row = row_of(b, i);
+        CHECK(mask_of(b, i) == want);
+        for (std::size_t k = 0; k < quads; ++k) {
+          const auto a = static_cast<std::size_t>(row[4 * k] - 3), c2 = static_cast<std::size_t>(row[4 * k + 1] - 3);
+          REQUIRE(a < p);
+          REQUIRE(c2 < p);
+          CHECK(row[4 * k + 2] == kSep);
+          const std::size_t c = name == "lagdiff" ? (a + p - c2) % p : (a + c2) % p;
+          CHECK(row[4 * k + 3] == static_cast<Index>(3 + c));
+          answers.insert(row[4 * k + 3]);
+        }
+        for (std::size_t q = 4 * quads; q < row.size(); ++q) CHECK(row[q] == kPad);
+      }
+      CHECK(answers.size() == p);
+    }
+  }
+}
+
+TEST_CASE("recall with a large key vocabulary: vocab 259 gives 128 keys and 128 values") {
+  const Batch b = draw("recall", {.vocab = 259, .seq_len = 130}, 200);
+  std::set<Index> keys, values;
+  for (std::size_t i = 0; i < 200; ++i) {
+    const Row row = row_of(b, i);
+    for (std::size_t k = 0; k < 64; ++k) {
+      keys.insert(row[2 * k]);
+      values.insert(row[2 * k + 1]);
+    }
+  }
+  CHECK(*keys.begin() == 3);
+  CHECK(*keys.rbegin() == 3 + 127);
+  CHECK(keys.size() == 128);
+  CHECK(*values.begin() == 3 + 128);
+  CHECK(*values.rbegin() == 258);
+}
+
 TEST_CASE("the same seed gives identical batches, another seed or a later draw differs") {
   for (const std::string& name : headroom::task_names()) {
     CAPTURE(name);
@@ -210,6 +368,11 @@ TEST_CASE("train and val never share an example") {
            {"sort", {.vocab = 7, .seq_len = 6}},
            {"recall", {.vocab = 9, .seq_len = 6}},
            {"induction", {.vocab = 8, .seq_len = 5}},
+           {"repeat", {.vocab = 8, .seq_len = 5}},
+           {"lags", {.vocab = 5, .seq_len = 7, .lags = {1, 2}, .context = 2}},
+           {"lags_argmax", {.vocab = 6, .seq_len = 7, .lags = {1, 2}, .context = 2}},
+           {"lagdiff", {.vocab = 6, .seq_len = 7}},
+           {"lagsum", {.vocab = 6, .seq_len = 7}},
            {"before", {.vocab = 7, .seq_len = 7}},
            {"copy", {.vocab = 16, .seq_len = 12}},
            {"recall", {.vocab = 16, .seq_len = 12}}}) {
@@ -265,18 +428,28 @@ TEST_CASE("example(): a seeded training example of each task at V = 16, T = 8") 
       {"reverse", "reverse: 8 8 7 15 | [15 7 8 8]"},
       {"sort", "sort: 8 8 7 15 | [7 8 8 15]"},
       {"recall", "recall: 5 12 6 11 3 13 ? 3 [13]"},
-      {"induction", "induction: 8 6 3 5 8 [6 3 5] _"},
+      {"induction", "induction: 15 5 13 15 [5 13] 9 11 3"},
+      {"repeat", "repeat: 8 6 3 5 8 [6 3 5] _"},
+      {"lagdiff", "lagdiff: 8 8 | [3] 7 15 | [8] _"},
+      {"lagsum", "lagsum: 8 8 | [13] 7 15 | [6] _"},
       {"before", "before: 8 6 3 5 10 ? 5 8 [8]"},
   };
   for (const auto& [name, line] : expected) {
     CHECK(headroom::make_task(name, {.vocab = 16, .seq_len = 8})->example() == line);
   }
+  // lags's default context 8 needs T >= 9: its examples are at context 2 (two blocks).
+  CHECK(headroom::make_task("lags", {.vocab = 16, .seq_len = 8, .context = 2})->example() == "lags: 8 8 ? [5] 15 14 ? [15] _");
+  CHECK(headroom::make_task("lags_argmax", {.vocab = 16, .seq_len = 8, .context = 2})->example() ==
+        "lags_argmax: 8 8 ? [6] 7 15 ? [13] _");
+  CHECK(headroom::make_task("lags", {.vocab = 16, .seq_len = 39})->example() ==
+        "lags: 8 8 7 15 14 9 6 6 ? [15] 12 13 12 5 3 8 6 8 ? [10] 15 7 8 14 12 5 9 6 ? [14] 10 8 13 12 10 7 9 3 ? [14]");
 }
 
 TEST_CASE("task errors name the task, the value and the requirement") {
   using headroom::make_task;
   CHECK_THROWS_WITH_AS(make_task("copi", {}),
-                       "unknown task 'copi': valid names are copy, reverse, sort, recall, induction, before",
+                       "unknown task 'copi': valid names are copy, reverse, sort, recall, induction, repeat, before, "
+                       "lags, lags_argmax, lagdiff, lagsum",
                        headroom::DataError);
   CHECK_THROWS_WITH_AS(make_task("copy", {.vocab = 4, .seq_len = 8}),
                        "copy: vocab 4 is too small: needs at least 5 (3 special + 2 content)",
@@ -296,14 +469,59 @@ TEST_CASE("task errors name the task, the value and the requirement") {
                        "recall: seq_len 3 is too short: needs at least 4 (one key-value pair, the "
                        "query marker, a key and its value)",
                        headroom::DataError);
-  CHECK_THROWS_WITH_AS(make_task("induction", {.vocab = 10, .seq_len = 16}),
-                       "induction: vocab 10 is too small: needs at least 11 (3 special + 8 "
+  CHECK_THROWS_WITH_AS(make_task("repeat", {.vocab = 10, .seq_len = 16}),
+                       "repeat: vocab 10 is too small: needs at least 11 (3 special + 8 "
                        "distinct content tokens for the first half of seq_len 16)",
                        headroom::DataError);
-  CHECK_THROWS_WITH_AS(make_task("induction", {.vocab = 16, .seq_len = 2}),
-                       "induction: seq_len 2 is too short: needs at least 3 (two tokens and their "
+  CHECK_THROWS_WITH_AS(make_task("repeat", {.vocab = 16, .seq_len = 2}),
+                       "repeat: seq_len 2 is too short: needs at least 3 (two tokens and their "
                        "repeat)",
                        headroom::DataError);
+  CHECK_THROWS_WITH_AS(make_task("induction", {.vocab = 14, .seq_len = 16}),
+                       "induction: vocab 14 is too small: needs at least 15 (3 special + 12 distinct content tokens: "
+                       "a segment of 5 and 7 fillers for the 17 tokens of seq_len 16)",
+                       headroom::DataError);
+  CHECK_THROWS_WITH_AS(make_task("induction", {.vocab = 16, .seq_len = 2}),
+                       "induction: seq_len 2 is too short: needs at least 3 (a segment of two tokens and its repeat)",
+                       headroom::DataError);
+  for (const std::string lags : {"lags", "lags_argmax"}) {
+    CAPTURE(lags);
+    CHECK_THROWS_WITH_AS(make_task(lags, {.vocab = 4, .seq_len = 9}),
+                         (lags + ": vocab 4 is too small: needs at least 5 (3 special + 2 content)").c_str(), headroom::DataError);
+    CHECK_THROWS_WITH_AS(make_task(lags, {.vocab = 16, .seq_len = 8}),
+                         (lags + ": seq_len 8 is too short: needs at least 9 (one block: 8 content tokens, the query "
+                                "marker and the label)").c_str(),
+                         headroom::DataError);
+    CHECK_THROWS_WITH_AS(make_task(lags, {.vocab = 4100, .seq_len = 9}),
+                         (lags + ": vocab 4100 is too large: its tables are C x C for C = V - 3 content tokens, and C "
+                                "may be at most 4096 (vocab 4099)").c_str(),
+                         headroom::DataError);
+    CHECK_THROWS_WITH_AS(make_task(lags, {.vocab = 16, .seq_len = 9, .lags = {}}),
+                         (lags + ": lags is empty: the label needs at least one offset").c_str(), headroom::DataError);
+    CHECK_THROWS_WITH_AS(make_task(lags, {.vocab = 16, .seq_len = 9, .lags = {0, 1}}),
+                         (lags + ": offset 0 in lags [0, 1]: offsets are >= 1 (1 is the token just before the query)").c_str(),
+                         headroom::DataError);
+    CHECK_THROWS_WITH_AS(make_task(lags, {.vocab = 16, .seq_len = 9, .lags = {2, 1, 2}}),
+                         (lags + ": offset 2 is listed twice in lags [2, 1, 2]").c_str(), headroom::DataError);
+    CHECK_THROWS_WITH_AS(make_task(lags, {.vocab = 16, .seq_len = 9, .lags = {1, 9}}),
+                         (lags + ": offset 9 in lags [1, 9] is beyond the context 8: a block holds 8 content tokens "
+                                "before its query").c_str(),
+                         headroom::DataError);
+    CHECK_THROWS_WITH_AS(make_task(lags, {.vocab = 16, .seq_len = 9, .context = 0}),
+                         (lags + ": context must be at least 1, got 0").c_str(), headroom::DataError);
+    CHECK_THROWS_WITH_AS(make_task(lags, {.vocab = 16, .seq_len = 9, .lag_beta = -1}),
+                         (lags + ": lag_beta must be a finite number >= 0, got -1").c_str(), headroom::DataError);
+    CHECK_NOTHROW(make_task(lags, {.vocab = 5, .seq_len = 9, .lags = {8}}));
+  }
+  for (const std::string mod : {"lagdiff", "lagsum"}) {
+    CAPTURE(mod);
+    CHECK_THROWS_WITH_AS(make_task(mod, {.vocab = 4, .seq_len = 8}),
+                         (mod + ": vocab 4 is too small: needs at least 5 (3 special + 2 content: p >= 2)").c_str(),
+                         headroom::DataError);
+    CHECK_THROWS_WITH_AS(make_task(mod, {.vocab = 16, .seq_len = 2}),
+                         (mod + ": seq_len 2 is too short: needs at least 3 (one quadruple a b | c)").c_str(), headroom::DataError);
+    CHECK_NOTHROW(make_task(mod, {.vocab = 5, .seq_len = 3}));
+  }
   CHECK_THROWS_WITH_AS(make_task("before", {.vocab = 10, .seq_len = 12}),
                        "before: vocab 10 is too small: needs at least 12 (3 special + 9 distinct content "
                        "tokens for the sequence of seq_len 12)",
@@ -316,7 +534,8 @@ TEST_CASE("task errors name the task, the value and the requirement") {
   CHECK_NOTHROW(make_task("before", {.vocab = 12, .seq_len = 12}));
   CHECK_NOTHROW(make_task("before", {.vocab = 5, .seq_len = 5}));
   CHECK_NOTHROW(make_task("recall", {.vocab = 9, .seq_len = 8}));
-  CHECK_NOTHROW(make_task("induction", {.vocab = 11, .seq_len = 16}));
+  CHECK_NOTHROW(make_task("induction", {.vocab = 15, .seq_len = 16}));
+  CHECK_NOTHROW(make_task("repeat", {.vocab = 11, .seq_len = 16}));
   CHECK_NOTHROW(make_task("copy", {.vocab = 5, .seq_len = 2}));
 
   Rng rng(0);

@@ -1,7 +1,7 @@
 // `headroom heads` and cli/head_analysis: masking cost against an independent way of
 // removing a head, the gradient importance against finite differences, the attention
 // statistics on a model whose attention is uniform by construction, and on a trained
-// induction model the head that does induction; the command's files and errors.
+// repeat model (the first induction layout) the head that does induction; the command's files and errors.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -46,7 +46,7 @@ hr::Tensor<float> parameter(hr::TransformerLM<float>& model, const std::string& 
   return {};
 }
 
-// A small model with weights large enough that every head matters, and induction
+// A small model with weights large enough that every head matters, and repeat
 // batches (rows that repeat their first half).
 struct Fixture {
   hr::ModelConfig config{.vocab = 12, .d_model = 16, .n_layers = 2, .n_heads = 4, .max_len = 8};
@@ -58,7 +58,7 @@ struct Fixture {
     for (auto& [name, p] : model.named_parameters()) {
       if (name.find("ln") == std::string::npos) p.mutable_value() = hr::normal_init<float>(p.shape(), 0.3, rng);
     }
-    const auto task = hr::make_task("induction", {.vocab = 12, .seq_len = 8});
+    const auto task = hr::make_task("repeat", {.vocab = 12, .seq_len = 8});
     batches = hr::validation_batches(*task, 2, 4, 1);
   }
 };
@@ -142,7 +142,7 @@ TEST_CASE("heads: uniform attention (q_proj zero) gives the closed-form statisti
     parameter(f.model, fmt::format("blocks.{}.attn.q_proj.bias", l)).mutable_value().fill(0);
   }
   const hr::HeadReport r = hr::analyze_heads(f.model, f.batches);
-  const std::size_t T = 8;  // induction at seq_len 8: s_1..s_4 s_1..s_4, distinct s
+  const std::size_t T = 8;  // repeat at seq_len 8: s_1..s_4 s_1..s_4, distinct s
   double confidence = 0, entropy = 0, induction = 0;
   for (std::size_t q = 1; q < T; ++q) {
     const double k = static_cast<double>(q + 1);
@@ -164,12 +164,12 @@ TEST_CASE("heads: uniform attention (q_proj zero) gives the closed-form statisti
   }
 }
 
-TEST_CASE("headroom heads on a trained induction model finds the induction head, and --prune writes the curves") {
-  const TempDir tmp("heads_induction");
+TEST_CASE("headroom heads on a trained repeat model finds the induction head, and --prune writes the curves") {
+  const TempDir tmp("heads_repeat");
   const fs::path& dir = tmp.path();
   // seq_len 8: four tokens and their repeat (n = 4). The repeat's query at n + i - 1
   // (token s_i) finds the token after s_i's first occurrence at i: offset n - 1 = 3.
-  const CliResult trained = run_headroom("train --task induction --seq-len 8 --vocab 12 --d-model 32 --steps 200 "
+  const CliResult trained = run_headroom("train --task repeat --seq-len 8 --vocab 12 --d-model 32 --steps 200 "
                                          "--warmup 20 --eval-every 50 -q --out " + dir.string());
   INFO(trained.output);
   REQUIRE(trained.status == 0);

@@ -88,6 +88,14 @@ TEST_CASE("data metadata round-trips for a task and for a text with non-ASCII ch
   CHECK(t.vocab == 9);
   CHECK(t.alphabet.empty());
   CHECK_FALSE(t.is_text());
+  CHECK(t.task_options() == hr::TaskOptions{.vocab = 9, .seq_len = 6});
+
+  // lags's options travel with the model, so eval rebuilds the same hidden tables.
+  const hr::DataConfig lags_config{.task = "lags", .text = "", .seq_len = 9, .vocab = 8, .lags = {3, 1}, .context = 4,
+                                   .lag_beta = 0.5, .task_seed = 11};
+  const auto lags = hr::make_task("lags", hr::task_options(lags_config));
+  const hr::DataDescription l = hr::parse_data_metadata(hr::data_metadata(lags_config, *lags), "m");
+  CHECK(l.task_options() == hr::task_options(lags_config));
 
   write_file(dir / "t.txt", kText);
   const hr::CharDataset chars(dir / "t.txt", {.seq_len = 8});
@@ -113,7 +121,14 @@ TEST_CASE("parse_data_metadata rejects a malformed description, naming the sourc
       {"{", "m.safetensors: metadata 'data' is not valid JSON"},
       {"[1]", "m.safetensors: metadata 'data' must be a JSON object, got [1]"},
       {R"({"task":"copy","text":"","seq_len":8,"vocab":8,"extra":1})",
-       "m.safetensors: metadata 'data': unknown key 'extra' (keys: task, text, seq_len, vocab, alphabet)"},
+       "m.safetensors: metadata 'data': unknown key 'extra' (keys: task, text, seq_len, vocab, alphabet, lags, "
+       "context, lag_beta, task_seed)"},
+      {R"({"task":"copy","text":"","seq_len":8,"vocab":8,"lags":[1]})",
+       "m.safetensors: metadata 'data': key 'lags' is for tasks lags and lags_argmax only (task 'copy')"},
+      {R"({"task":"lags","text":"","seq_len":9,"vocab":8,"lags":[1],"context":8,"lag_beta":1})",
+       "m.safetensors: metadata 'data': key 'task_seed' is missing (task 'lags' reads it)"},
+      {R"({"task":"lags","text":"","seq_len":9,"vocab":8,"lags":1,"context":8,"lag_beta":1,"task_seed":0})",
+       "m.safetensors: metadata 'data': key 'lags' must be an array of whole numbers, got 1"},
       {R"({"task":"copy","text":"","seq_len":8})", "m.safetensors: metadata 'data': key 'vocab' is missing"},
       {R"({"task":"copy","text":"","seq_len":0,"vocab":8})",
        "m.safetensors: metadata 'data': key 'seq_len' must be a positive integer, got 0"},

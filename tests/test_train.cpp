@@ -192,11 +192,38 @@ TEST_CASE("--config reads a written config.json and flags override it") {
   CHECK(again.status == 0);
 }
 
+TEST_CASE("lags: config.json records the list, --config reads it, and --task over the file drops it") {
+  const TempDir tmp("train_lags");
+  const fs::path& dir = tmp.path();
+  const CliResult r = run_headroom("train -q --task lags --lags 3,1 --context 4 --lag-beta 0.5 --task-seed 9 "
+                                   "--seq-len 11 --steps 2 --warmup 0 --eval-every 2 --d-model 16 --out " +
+                                   (dir / "out").string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json written = nlohmann::json::parse(read_file(dir / "out" / "config.json"));
+  CHECK(written["data"]["lags"] == nlohmann::json::array({3, 1}));
+  CHECK(written["data"]["context"] == 4);
+  CHECK(written["data"]["lag_beta"] == 0.5);
+  CHECK(written["data"]["task_seed"] == 9);
+  hr::TrainConfig back;
+  hr::update_from_json(back, written, "config.json");
+  CHECK(back.data.lags == std::vector<std::size_t>{3, 1});
+  const CliResult again = run_headroom("train -q --no-save --config " + (dir / "out" / "config.json").string());
+  INFO(again.output);
+  CHECK(again.status == 0);
+  // --task copy replaces the file's task and the keys only it reads.
+  const CliResult copy =
+      run_headroom("train -q --no-save --task copy --seq-len 8 --config " + (dir / "out" / "config.json").string());
+  INFO(copy.output);
+  CHECK(copy.status == 0);
+}
+
 // ---- the config's field tables, enums and flags ---------------------------------
 
 TEST_CASE("train config field tables: every data and train field round-trips through config.json") {
   hr::TrainConfig set;  // every data and train field away from its default
-  set.data = {.task = "sort", .text = "corpus.txt", .seq_len = 12, .vocab = 20};
+  set.data = {.task = "sort", .text = "corpus.txt", .seq_len = 12, .vocab = 20, .lags = {3, 1}, .context = 5,
+              .lag_beta = 0.5, .task_seed = 7};
   set.optim = {.optimizer = hr::OptimizerKind::sgd, .steps = 7, .batch = 3, .lr = 0.25,
                .schedule = hr::LrScheduleKind::inverse_sqrt, .warmup = 2, .min_lr = 1e-4, .clip = 0.5,
                .weight_decay = 0.2, .momentum = 0.5, .seed = 9, .threads = 2, .eval_every = 4, .eval_batches = 5,
@@ -237,7 +264,7 @@ TEST_CASE("train config field tables: the unknown-key messages list every key of
   std::string data_keys, train_keys;
   hr::for_each_data_field([&](const auto& f) { data_keys += (data_keys.empty() ? "" : ", ") + std::string(f.key); });
   hr::for_each_optim_field([&](const auto& f) { train_keys += (train_keys.empty() ? "" : ", ") + std::string(f.key); });
-  CHECK(data_keys == "task, text, seq_len, vocab");
+  CHECK(data_keys == "task, text, seq_len, vocab, lags, context, lag_beta, task_seed");
   CHECK(train_keys ==
         "optimizer, steps, batch, lr, schedule, warmup, min_lr, clip, weight_decay, momentum, seed, threads, "
         "eval_every, eval_batches, save_every, keep_checkpoints, max_bad_steps, detect_anomaly");
@@ -359,6 +386,9 @@ TEST_CASE("headroom train: bad input gets one line naming the problem and exit s
     std::ofstream(dir / "wrongtype.json") << R"({"model": {"d_model": "big"}})";
     std::ofstream(dir / "broken.json") << R"({"model": )";
     std::ofstream(dir / "empty.txt");
+    std::ofstream(dir / "lags_copy.json") << R"({"data": {"task": "copy", "lags": [3]}})";
+    std::ofstream(dir / "lags_bad.json") << R"({"data": {"task": "lags", "lags": 3}})";
+    std::ofstream(dir / "tiny.txt") << "abcabcabcabcabcabcabcabcabcabcabcabcabcabc\n";
   }
   struct Bad {
     std::string args;
@@ -401,6 +431,20 @@ TEST_CASE("headroom train: bad input gets one line naming the problem and exit s
       {"train --dk 0", "--dk: must be a whole number >= 1 (leave the flag out for its default), got 0"},
       {"train --heads 4 --kv-heads 8", "n_kv_heads=8"},
       {"train --task copy --vocab 4", "copy: vocab 4 is too small"},
+      // The task options are read by lags and lags_argmax only (docs/design.md #11).
+      {"train --task copy --lags 1,2",
+       "--lags 1,2: --task copy does not read it (only lags and lags_argmax do), so it would be ignored"},
+      {"train --context 4", "--context 4: --task copy does not read it (only lags and lags_argmax do)"},
+      {"train --text " + d + "/tiny.txt --task-seed 3", "--task-seed 3: a --text run does not read it"},
+      {"train --task recall --lag-beta 2", "--lag-beta 2: --task recall does not read it"},
+      {"train --config " + d + "/lags_copy.json",
+       "data.lags [3]: task copy does not read it (only lags and lags_argmax do), so it would be ignored"},
+      {"train --config " + d + "/lags_bad.json", "'data.lags' must be an array of whole numbers, got 3"},
+      {"train --task lags --lags 1,x", "--lags: must be whole numbers separated by commas (1,2,3), got 1,x"},
+      {"train --task lags --lags 1,,2", "--lags: must be whole numbers separated by commas (1,2,3), got 1,,2"},
+      {"train --task lags --lags 0,1", "lags: offset 0 in lags [0, 1]: offsets are >= 1"},
+      {"train --task lags --lags 2,2", "lags: offset 2 is listed twice in lags [2, 2]"},
+      {"train --task lags --context 3 --lags 4", "lags: offset 4 in lags [4] is beyond the context 3"},
       {"train --resume " + d + "/run --lr 0.1", "excludes --resume"},
   };
   for (const Bad& bad : cases) {

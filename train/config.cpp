@@ -35,6 +35,16 @@ V read(const nlohmann::json& v, const std::string& section, const std::string& k
       bad(fmt::format("{} is too large, got {}", where, v.dump()));
     }
     return static_cast<int>(n);
+  } else if constexpr (std::is_same_v<V, std::vector<std::size_t>>) {
+    if (!v.is_array()) bad(fmt::format("{} must be an array of whole numbers, got {}", where, v.dump()));
+    V out;
+    for (const nlohmann::json& item : v) {
+      if (!item.is_number_integer() || item.get<long long>() < 0) {
+        bad(fmt::format("{} must be an array of whole numbers, got {}", where, v.dump()));
+      }
+      out.push_back(item.get<std::size_t>());
+    }
+    return out;
   } else {
     if constexpr (std::is_same_v<V, bool>) {
       if (!v.is_boolean()) bad(fmt::format("{} must be true or false, got {}", where, v.dump()));
@@ -129,9 +139,48 @@ void TrainConfig::validate() const {
   if (o.eval_batches == 0) bad("eval_batches must be positive, got 0");
   if (o.keep_checkpoints == 0) bad("keep_checkpoints must be positive, got 0");
   if (o.max_bad_steps == 0) bad("max_bad_steps must be positive, got 0");
+  if (const std::vector<std::string> unread = unread_data_keys(d); !unread.empty()) {
+    const nlohmann::json value = section_json(d, kDataFields)[unread.front()];
+    bad(fmt::format("data.{} {}: {} does not read it (only {} do), so it would be ignored", unread.front(),
+                    value.dump(), d.text.empty() ? "task " + d.task : "a text run", tasks_reading(unread.front())));
+  }
   if (o.schedule == LrScheduleKind::warmup_cosine && o.warmup > o.steps) {
     bad(fmt::format("warmup {} is longer than steps {}", o.warmup, o.steps));
   }
+}
+
+TaskOptions task_options(const DataConfig& d) {
+  return TaskOptions{.vocab = d.vocab,
+                     .seq_len = d.seq_len,
+                     .lags = d.lags,
+                     .context = d.context,
+                     .lag_beta = d.lag_beta,
+                     .task_seed = d.task_seed};
+}
+
+std::vector<std::string> unread_data_keys(const DataConfig& d) {
+  const DataConfig defaults;
+  const std::vector<std::string> reads = d.text.empty() ? task_option_keys(d.task) : std::vector<std::string>{};
+  std::vector<std::string> out;
+  for_each_data_field([&](const auto& f) {
+    const std::string key = f.key;
+    if (key == "task" || key == "text" || key == "seq_len" || key == "vocab") return;
+    if (std::find(reads.begin(), reads.end(), key) != reads.end()) return;
+    if (!(d.*f.member == defaults.*f.member)) out.push_back(key);
+  });
+  return out;
+}
+
+std::string tasks_reading(const std::string& key) {
+  std::vector<std::string> names;
+  for (const std::string& t : task_names()) {
+    const std::vector<std::string> keys = task_option_keys(t);
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) names.push_back(t);
+  }
+  if (names.empty()) return "no task";
+  const std::string last = names.back();
+  names.pop_back();
+  return names.empty() ? last : fmt::format("{} and {}", fmt::join(names, ", "), last);
 }
 
 TrainConfig task_defaults(const std::string& task) {
@@ -156,6 +205,8 @@ nlohmann::json to_json(const TrainConfig& c) {
                         {"data", section_json(c.data, kDataFields)},
                         {"train", section_json(c.optim, kOptimFields)}};
 }
+
+nlohmann::json data_json(const DataConfig& d) { return section_json(d, kDataFields); }
 
 void update_from_json(TrainConfig& c, const nlohmann::json& object, const std::string& source) {
   if (!object.is_object()) bad(fmt::format("{}: expected a JSON object with model, data and train", source));

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "data/task.hpp"
 #include "nn/config.hpp"
 #include "optim/schedule.hpp"
 
@@ -29,9 +31,25 @@ struct DataConfig {
   std::string text;           // a UTF-8 text file for a character-level model
   std::size_t seq_len = 16;   // T
   std::size_t vocab = 16;     // toy tasks only; a text's vocabulary comes from the file
+  // lags and lags_argmax only (data/task.hpp, task_option_keys); refused elsewhere.
+  std::vector<std::size_t> lags = {1, 2};  // the offsets before the query the label reads
+  std::size_t context = 8;                 // content tokens per block
+  double lag_beta = 1.0;                   // the hidden tables' entries are N(0, lag_beta^2)
+  std::uint64_t task_seed = 0;             // seeds the hidden tables, so every run sees the same truth
 
   friend bool operator==(const DataConfig&, const DataConfig&) = default;
 };
+
+// The options make_task takes for the toy task of `data`.
+TaskOptions task_options(const DataConfig& data);
+
+// The data keys beyond task, text, seq_len and vocab that hold a value other than
+// the default although the data does not read them (a text run reads none; a task,
+// its task_option_keys): TrainConfig::validate refuses the first (docs/design.md #11).
+std::vector<std::string> unread_data_keys(const DataConfig& data);
+
+// The tasks that read data key `key` ("lags and lags_argmax"), for messages.
+std::string tasks_reading(const std::string& key);
 
 struct OptimConfig {
   OptimizerKind optimizer = OptimizerKind::adamw;
@@ -83,6 +101,8 @@ TrainConfig task_defaults(const std::string& task);
 std::size_t default_warmup(std::size_t steps);
 
 nlohmann::json to_json(const TrainConfig& config);
+// config.json's data section alone (to_json resolves the model, which needs its vocab).
+nlohmann::json data_json(const DataConfig& data);
 // Strict: unknown keys and wrong types are errors naming the source and the key.
 void update_from_json(TrainConfig& config, const nlohmann::json& object, const std::string& source);
 

@@ -28,6 +28,22 @@ void for_each_data_field(Visit&& visit) {
   visit(field("vocab", &D::vocab,
               Flag{.help = "Toy task vocabulary, 3 special tokens included (default {}); not for a --text run",
                    .check = C::whole_number}));
+  // lags and lags_argmax only (data/task.hpp, task_option_keys): other tasks refuse them.
+  visit(field("lags", &D::lags,
+              Flag{.help = "lags, lags_argmax: the offsets before the query whose tokens draw the label, distinct, "
+                           "each from 1 to --context (default {})",
+                   .check = C::whole_number_list}));
+  visit(field("context", &D::context,
+              Flag{.help = "lags, lags_argmax: content tokens per block before the query (default {})",
+                   .check = C::whole_number}));
+  visit(field("lag_beta", &D::lag_beta,
+              Flag{.help = "lags, lags_argmax: the hidden tables' entries are N(0, beta^2); larger is a sharper label "
+                           "(default {})",
+                   .check = C::non_negative}));
+  visit(field("task_seed", &D::task_seed,
+              Flag{.help = "lags, lags_argmax: seed of the hidden tables, apart from --seed so that every run of a "
+                           "sweep learns the same truth (default {})",
+                   .check = C::whole_number}));
 }
 
 // Calls visit(Field<OptimConfig, V>) for every field, in order.

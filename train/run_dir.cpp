@@ -1,5 +1,6 @@
 #include "train/run_dir.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -85,6 +86,12 @@ std::string data_metadata(const DataConfig& data, const Dataset& dataset) {
                    {"seq_len", dataset.seq_len()},
                    {"vocab", dataset.vocab_size()}};
   if (const auto* chars = dynamic_cast<const CharDataset*>(&dataset)) j["alphabet"] = utf8_of(chars->alphabet());
+  if (!text && !task_option_keys(data.task).empty()) {
+    j["lags"] = data.lags;
+    j["context"] = data.context;
+    j["lag_beta"] = data.lag_beta;
+    j["task_seed"] = data.task_seed;
+  }
   return j.dump();
 }
 
@@ -97,9 +104,13 @@ DataDescription parse_data_metadata(const std::string& json, const std::string& 
     bad(fmt::format("{} is not valid JSON: {}", where, e.detail()));
   }
   if (!j.is_object()) bad(fmt::format("{} must be a JSON object, got {}", where, j.dump()));
+  const std::vector<std::string> option_keys{"lags", "context", "lag_beta", "task_seed"};
   for (const auto& [key, value] : j.items()) {
-    if (key != "task" && key != "text" && key != "seq_len" && key != "vocab" && key != "alphabet") {
-      bad(fmt::format("{}: unknown key '{}' (keys: task, text, seq_len, vocab, alphabet)", where, key));
+    if (key != "task" && key != "text" && key != "seq_len" && key != "vocab" && key != "alphabet" &&
+        std::find(option_keys.begin(), option_keys.end(), key) == option_keys.end()) {
+      bad(fmt::format("{}: unknown key '{}' (keys: task, text, seq_len, vocab, alphabet, lags, context, lag_beta, "
+                      "task_seed)",
+                      where, key));
     }
   }
   for (const char* key : {"task", "text", "seq_len", "vocab"}) {
@@ -113,6 +124,29 @@ DataDescription parse_data_metadata(const std::string& json, const std::string& 
   if (d.task.empty() == d.text.empty()) {
     bad(fmt::format("{}: exactly one of keys 'task' and 'text' must be set, got task '{}' and text '{}'", where,
                     d.task, d.text));
+  }
+  const std::vector<std::string> reads = d.is_text() ? std::vector<std::string>{} : task_option_keys(d.task);
+  for (const std::string& key : option_keys) {
+    const bool read = std::find(reads.begin(), reads.end(), key) != reads.end();
+    if (j.contains(key) != read) {
+      if (read) bad(fmt::format("{}: key '{}' is missing (task '{}' reads it)", where, key, d.task));
+      bad(fmt::format("{}: key '{}' is for tasks {} only ({})", where, key, tasks_reading(key),
+                      d.is_text() ? "a text model" : fmt::format("task '{}'", d.task)));
+    }
+  }
+  if (!reads.empty()) {
+    const nlohmann::json& lags = j.at("lags");
+    if (!lags.is_array() || !std::all_of(lags.begin(), lags.end(), [](const nlohmann::json& v) { return v.is_number_unsigned(); })) {
+      bad(fmt::format("{}: key 'lags' must be an array of whole numbers, got {}", where, lags.dump()));
+    }
+    d.lags = lags.get<std::vector<std::size_t>>();
+    d.context = positive_integer(j, "context", where);
+    if (!j.at("lag_beta").is_number()) bad(fmt::format("{}: key 'lag_beta' must be a number, got {}", where, j.at("lag_beta").dump()));
+    d.lag_beta = j.at("lag_beta").get<double>();
+    if (!j.at("task_seed").is_number_unsigned()) {
+      bad(fmt::format("{}: key 'task_seed' must be a whole number, got {}", where, j.at("task_seed").dump()));
+    }
+    d.task_seed = j.at("task_seed").get<std::uint64_t>();
   }
   if (!d.is_text()) {
     if (j.contains("alphabet")) bad(fmt::format("{}: key 'alphabet' is for text models only (task '{}')", where, d.task));
@@ -207,7 +241,7 @@ std::unique_ptr<Dataset> own_dataset(const DataDescription& data, const std::str
     }
     return chars;
   }
-  return make_task(data.task, TaskOptions{.vocab = data.vocab, .seq_len = data.seq_len});
+  return make_task(data.task, data.task_options());
 }
 
 LoadedRun load_run(const fs::path& model) {

@@ -9,10 +9,14 @@
 // __metadata__ key "data": a JSON string that says what the model was trained on,
 //
 //     {"task": "copy", "text": "", "seq_len": 16, "vocab": 16}
+//     {"task": "lags", "text": "", "seq_len": 39, "vocab": 16, "lags": [1, 2], "context": 8, "lag_beta": 1.0,
+//      "task_seed": 0}
 //     {"task": "", "text": "data/tiny.txt", "seq_len": 64, "vocab": 65, "alphabet": "\n !,.abc..."}
 //
 // where "alphabet" (text models only) is the character vocabulary as one UTF-8
 // string in id order, so a text model encodes and decodes without its training file,
+// and the task options (data/task.hpp, task_option_keys) are there for exactly the
+// tasks that read them, so that eval rebuilds the same hidden tables,
 // and a key "step": the number of steps the weights have had, as decimal text.
 #pragma once
 
@@ -23,9 +27,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/char_vocab.hpp"
 #include "data/dataset.hpp"
+#include "data/task.hpp"
 #include "nn/checkpoint.hpp"
 #include "train/config.hpp"
 
@@ -46,8 +52,17 @@ struct DataDescription {
   std::size_t seq_len = 0;  // T the model was trained on
   std::size_t vocab = 0;
   std::u32string alphabet;  // text models: the vocabulary in id order
+  // The task's options beyond vocab and seq_len (the defaults for a task that reads none).
+  std::vector<std::size_t> lags = TaskOptions{}.lags;
+  std::size_t context = TaskOptions{}.context;
+  double lag_beta = TaskOptions{}.lag_beta;
+  std::uint64_t task_seed = TaskOptions{}.task_seed;
 
   bool is_text() const { return !text.empty(); }
+  TaskOptions task_options() const {
+    return {.vocab = vocab, .seq_len = seq_len, .lags = lags, .context = context, .lag_beta = lag_beta,
+            .task_seed = task_seed};
+  }
 };
 
 // Strict: the JSON must be an object with exactly the keys above ("alphabet" only

@@ -34,7 +34,7 @@ using Clock = std::chrono::steady_clock;
 std::unique_ptr<Dataset> make_dataset(const TrainConfig& config) {
   const DataConfig& d = config.data;
   if (!d.text.empty()) return std::make_unique<CharDataset>(d.text, CharDatasetOptions{.seq_len = d.seq_len});
-  return make_task(d.task, TaskOptions{.vocab = d.vocab, .seq_len = d.seq_len});
+  return make_task(d.task, task_options(d));
 }
 
 TrainConfig finalize(TrainConfig config, const Dataset& data) {
