@@ -283,10 +283,10 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
   CHECK(count_of(r.output, "finished before (skipped), 0 to run") == 5);
 
   // The command printed for a sweep is that very sweep: ablate finds it all finished.
-  const std::string prefix = "headroom ablate ";
-  const std::size_t at = md.find(prefix + "--task lags --vocab 19 --layers 1 --attn-only --norm none --d-model 48");
+  const std::string program = "headroom ";
+  const std::size_t at = md.find(program + "ablate --task lags --vocab 19 --layers 1 --attn-only --norm none --d-model 48");
   REQUIRE(at != std::string::npos);
-  const std::string command = md.substr(at + prefix.size(), md.find('\n', at) - at - prefix.size());
+  const std::string command = md.substr(at + program.size(), md.find('\n', at) - at - program.size());
   r = run_headroom(command + " --jobs 2");
   INFO(command);
   CHECK(r.status == 0);
