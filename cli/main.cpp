@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   headroom::retain_freed_memory();
   CLI::App app{
       "headroom: train, gradient-check, sample, evaluate, ablate and look inside small transformers to see what "
-      "attention heads buy you.",
+      "attention heads buy you, and check the common claims about heads (claims).",
       "headroom"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "headroom 0.1.0");
