@@ -208,7 +208,7 @@ TEST_CASE("claims study: each sweep's spec is what its printed ablate command bu
   CHECK(spec.axes[0].labels == std::vector<std::string>{"1", "2", "3", "4", "8", "16", "24", "48"});
   CHECK(heads.command("/d") ==
         "headroom ablate --task lags --vocab 19 --layers 1 --attn-only --norm none --d-model 48 --steps 3000 --eval-every 250 "
-        "--heads 1,2,3,4,8,16,24,48 --dk auto --seeds 5 --out /d/4-heads-lags");
+        "--lr 0.03 --heads 1,2,3,4,8,16,24,48 --dk auto --seeds 5 --out /d/4-heads-lags");
 }
 
 // ---- the command ------------------------------------------------------------------
