@@ -258,7 +258,7 @@ std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::ve
   svg::Chart sd_chart{.title = "Score sd at initialisation", .x = axis("d_k", svg::Scale::log),
                       .y = axis("within-row sd of the scores", svg::Scale::log), .series = {}};
   svg::Chart ent_chart{.title = "Attention entropy at initialisation", .x = axis("d_k", svg::Scale::log),
-                       .y = axis("entropy (nats; uniform weights: the dashed maximum)"), .series = {}};
+                       .y = axis("entropy (nats; uniform weights: the \"uniform\" line)"), .series = {}};
   for (bool scaled : {false, true}) {
     const std::string name = scaled ? "attn_scale 1/sqrt(d_k)" : "attn_scale 1";
     svg::Series sd = series(name), ent = series(name), uniform = series("uniform (log keys seen)");
@@ -282,7 +282,8 @@ std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::ve
   a.verdict = all_of({slope_rule(unscaled_slope, 0.5, kSlopeTolerance), slope_rule(scaled_slope, 0.0, kSlopeTolerance)});
   a.plot_svg = svg::render({sd_chart, ent_chart}, "Claim 2: attention scores at initialisation against d_k");
   a.summary = fmt::format("slope unscaled {:.3f}, scaled {:.3f}", unscaled_slope.mean, scaled_slope.mean);
-  a.finding = fmt::format("The measured slopes ({:.3f} unscaled, {:.3f} scaled) {} the variance argument's 0.5 and 0.",
+  a.finding = fmt::format("Measured slopes: {:.3f} unscaled, {:.3f} scaled; the measurement {} the variance "
+                          "argument's 0.5 and 0.",
                           unscaled_slope.mean, scaled_slope.mean, verdict_word(a.verdict));
 
   // 2b: the loss reached at the largest d_k.

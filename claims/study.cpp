@@ -174,7 +174,7 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds) {
   }
   // Claims 4, 5 and 7: fixed computation (d_k = 48 / h) from one head to d_k 1.
   study.sweeps.push_back({.name = "4-heads-lags",
-                          .about = "heads at fixed computation on lags, 1 to 48 (d_k 48 to 1): claims 4, 5 and 7",
+                          .about = "heads at fixed computation on lags, from d_k 48 down to 2 (full: 1): claims 4, 5 and 7",
                           .base = lags_model(48, b),
                           .axes = {{"--heads", b.lag_heads}, {"--dk", "auto"}},
                           .seeds = n});
