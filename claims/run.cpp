@@ -18,8 +18,6 @@ namespace fs = std::filesystem;
 constexpr double kTargetAccuracy = 0.99;
 // Rows of validation data claim 2 looks at per model at initialisation.
 constexpr std::size_t kInitRows = 64;
-// lags' default offsets K = {1, 2}: the elbow claim 4 predicts.
-constexpr std::size_t kDefaultLags = 2;
 
 [[noreturn]] void bad(const std::string& message) { throw std::invalid_argument(message); }
 
@@ -103,7 +101,12 @@ std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPl
     rows.push_back(std::move(r));
   }
   rows.push_back(assess_concat_sum(at("3-concat-vs-sum")));
-  for (ClaimRow& r : assess_several_heads(at("4-heads-lags"), kDefaultLags)) rows.push_back(std::move(r));
+  // |K|, the elbow claim 4 predicts: the offsets the heads sweep's lags task reads.
+  std::size_t lags = 0;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (study.sweeps[i].name == "4-heads-lags" && !plans[i].runs.empty()) lags = plans[i].runs[0].config.data.lags.size();
+  }
+  for (ClaimRow& r : assess_several_heads(at("4-heads-lags"), lags)) rows.push_back(std::move(r));
   for (ClaimRow& r : assess_too_many_heads(at("4-heads-lags"), at("5-recall-narrow-heads"))) rows.push_back(std::move(r));
   rows.push_back(assess_kv_heads(at("6-kv-heads")));
   rows.push_back(assess_head_time(at("4-heads-lags")));
