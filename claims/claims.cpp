@@ -104,15 +104,17 @@ SweepNumbers sweep_numbers(const std::string& name, const SweepPlan& plan, const
   SweepNumbers out{.name = name, .points = {}};
   for (const PlannedRun& run : plan.runs) {
     if (!out.points.empty() && out.points.back().point == run.point) continue;
-    std::vector<double> loss, excess, speed, accuracy;
+    std::vector<double> loss, excess, speed, accuracy, gain;
     PointNumbers p{.point = run.point, .config = run.config, .val_loss = {}, .excess_loss = {}, .tokens_per_s = {},
-                   .val_accuracy = {}};
+                   .val_accuracy = {}, .last_gain = {}};
     for (const RunResult& r : results) {
       if (r.run->point != run.point) continue;
       loss.push_back(r.final_val_loss);
       if (std::isfinite(r.final_excess_loss)) excess.push_back(r.final_excess_loss);
       speed.push_back(r.tokens_per_s);
       accuracy.push_back(r.final_val_accuracy);
+      const std::vector<double>& curve = r.curve_val_loss;
+      if (curve.size() >= 2) gain.push_back(curve[curve.size() - 2] - curve.back());
       p.parameters = r.parameters;
       p.attention_parameters = r.attention_parameters;
     }
@@ -120,6 +122,7 @@ SweepNumbers sweep_numbers(const std::string& name, const SweepPlan& plan, const
     p.excess_loss = seed_stats(excess);
     p.tokens_per_s = seed_stats(speed);
     p.val_accuracy = seed_stats(accuracy);
+    p.last_gain = seed_stats(gain);
     out.points.push_back(std::move(p));
   }
   return out;
@@ -390,6 +393,15 @@ ClaimRow assess_concat_sum(const SweepNumbers& sweep) {
   return row;
 }
 
+namespace {
+// Still learning when the run stopped: the per-seed gain over the last two
+// validations is positive beyond two standard errors (se = sd / sqrt(n)).
+bool still_improving(const SeedStats& gain) {
+  if (gain.n < 2 || !std::isfinite(gain.sd)) return false;
+  return gain.mean - 2 * gain.sd / std::sqrt(static_cast<double>(gain.n)) > 0;
+}
+}  // namespace
+
 std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_t lags) {
   const std::string experiment = fmt::format(
       "lags (|K| = {}), 1 layer, attention only, no LayerNorm, d_model 48, d_k = 48 / h (fixed computation): excess "
@@ -418,8 +430,10 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
              .sweeps = {sweep.name},
              .prediction = prediction,
              .rule = fmt::format("near-zero rule, the excess at h = {0}: supported when mean + 2 se <= {1} nats; "
-                                 "contradicted when mean - 2 se > {1} nats (at this budget's training length: an "
-                                 "undertrained model is far from 0 too); else inconclusive",
+                                 "contradicted when mean - 2 se > {1} nats and the runs had stopped improving; "
+                                 "inconclusive while their loss still fell between the last two validations by more "
+                                 "than two standard errors (an undertrained model is far from 0 too: that is the "
+                                 "budget, not the heads), and otherwise",
                                  lags, kNearZeroExcess),
              .numbers = {},
              .plot_svg = {},
@@ -445,6 +459,15 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
     b.summary = fmt::format("excess h={} {}", lags, format_stats(elbow->loss()));
     b.finding = fmt::format("{} heads end {} above the Bayes loss: the measurement {} \"about 0\" (within {} nats).",
                             lags, format_stats(elbow->loss()), verdict_word(b.verdict), kNearZeroExcess);
+    if (b.verdict == Verdict::contradicted && still_improving(elbow->last_gain)) {
+      b.verdict = Verdict::inconclusive;
+      b.summary += fmt::format(", still falling {:.4f} per validation", elbow->last_gain.mean);
+      b.finding += fmt::format(
+          " But the runs were still improving when they stopped: the val loss fell by {} between their last two "
+          "validations, more than two standard errors, so the budget, not the heads, may be what keeps them from 0: "
+          "inconclusive at this budget.",
+          format_stats(elbow->last_gain));
+    }
   } else {
     b.finding = fmt::format("The sweep lacks h = {} among its finished points.", lags);
   }

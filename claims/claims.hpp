@@ -32,6 +32,9 @@ struct PointNumbers {
   std::string point;                 // "h4-dk12"
   TrainConfig config;                // finalized: every model value resolved
   SeedStats val_loss, excess_loss, tokens_per_s, val_accuracy;
+  // Per seed, the val loss at the run's second-to-last validation minus that at its
+  // last: how much it was still gaining when it stopped (empty below two validations).
+  SeedStats last_gain{};
   std::size_t parameters = 0, attention_parameters = 0;
   // The loss the claims compare: the excess loss where the task knows its Bayes loss,
   // else the validation loss.

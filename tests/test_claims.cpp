@@ -142,6 +142,20 @@ TEST_CASE("claim 4: several heads beat one, supported, contradicted or inconclus
   CHECK(verdicts(stats(0.01, 0.005, 5), stats(0.25, 0.01, 5)) == std::pair{V::contradicted, V::contradicted});
   // Too noisy to tell, and nothing finished.
   CHECK(verdicts(stats(0.25, 0.3, 5), stats(0.2, 0.3, 5)).first == V::inconclusive);
+
+  // Two heads well above zero while their loss was still falling at the last
+  // validation: the budget, not the heads; a gain within noise does not excuse it.
+  auto near_zero = [](hr::SeedStats gain) {
+    hr::SweepNumbers sweep{.name = "4-heads-lags",
+                           .points = {heads_point(1, stats(0.25, 0.01, 5)), heads_point(2, stats(0.25, 0.01, 5))}};
+    sweep.points[1].last_gain = gain;
+    return hr::assess_several_heads(sweep, 2).at(1);
+  };
+  const hr::ClaimRow falling = near_zero(stats(0.02, 0.005, 5));
+  CHECK(falling.verdict == V::inconclusive);
+  CHECK(falling.finding.find("still improving") != std::string::npos);
+  CHECK(near_zero(stats(0.002, 0.01, 5)).verdict == V::contradicted);
+  CHECK(near_zero({}).verdict == V::contradicted);
   CHECK(verdicts({}, {}) == std::pair{V::inconclusive, V::inconclusive});
 }
 
