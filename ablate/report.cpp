@@ -180,6 +180,12 @@ std::string describe(const SweepPlan& plan) {
   if (same([](const TrainConfig& x) { return x.data.seq_len; })) parts.push_back(fmt::format("seq_len {}", c.data.seq_len));
   if (same([](const TrainConfig& x) { return x.model.d_model; })) parts.push_back(fmt::format("d_model {}", c.model.d_model));
   if (same([](const TrainConfig& x) { return x.model.n_layers; })) parts.push_back(fmt::format("{} layer{}", c.model.n_layers, c.model.n_layers == 1 ? "" : "s"));
+  // The model switches away from the defaults, so a sweep of attention-only models
+  // without LayerNorm says so (the default pre-norm block with its MLP goes unsaid).
+  if (same([](const TrainConfig& x) { return x.model.attn_only; }) && c.model.attn_only) parts.emplace_back("attention-only");
+  if (same([](const TrainConfig& x) { return x.model.norm; }) && c.model.norm != NormPlacement::pre) {
+    parts.push_back(c.model.norm == NormPlacement::none ? std::string("no norm") : to_string(c.model.norm) + "-norm");
+  }
   if (same([](const TrainConfig& x) { return x.optim.steps; })) parts.push_back(fmt::format("{} steps", c.optim.steps));
   if (same([](const TrainConfig& x) { return x.optim.batch; })) parts.push_back(fmt::format("batch {}", c.optim.batch));
   if (same([](const TrainConfig& x) { return x.optim.optimizer; })) parts.push_back(to_string(c.optim.optimizer));

@@ -290,6 +290,9 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
   }
   CHECK(fs::exists(dir / "claims.html"));
   CHECK(md.find("| [4-heads-lags](4-heads-lags/summary.md) | 6 of 6 | ") != std::string::npos);
+  // The sweep's own summary says what kind of model it swept.
+  CHECK(read_file(dir / "4-heads-lags" / "summary.md").find(", 1 layer, attention-only, no norm, ") != std::string::npos);
+  CHECK(read_file(dir / "2-attn-scale" / "summary.md").find("attention-only, ") != std::string::npos);
 
   // Again: every run is finished, nothing trains.
   r = run_headroom("claims --budget smoke --jobs 2 --out " + dir.string());
