@@ -6,6 +6,8 @@
 #include <string>
 #include <sys/wait.h>
 
+#include <doctest/doctest.h>
+
 struct CliResult {
   int status = -1;      // exit status
   std::string output;   // stdout and stderr together
@@ -30,4 +32,19 @@ inline int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';
   return n;
+}
+
+// Runs `headroom args` and checks that it was refused as all bad input is
+// (docs/design.md #5): exit status 2 and one line of output, "headroom: error: ..."
+// (or "headroom CMD: error: ..." for a flag), which contains `says`.
+// Returns the result for the caller's own checks.
+inline CliResult check_refused(const std::string& args, const std::string& says) {
+  const CliResult r = run_headroom(args);
+  INFO("headroom " << args << "\n" << r.output);
+  CHECK(r.status == 2);
+  CHECK(count_lines(r.output) == 1);
+  CHECK(r.output.rfind("headroom", 0) == 0);
+  CHECK(r.output.find("error: ") != std::string::npos);
+  CHECK(r.output.find(says) != std::string::npos);
+  return r;
 }

@@ -243,11 +243,7 @@ TEST_CASE("headroom claims: bad flags and a directory of another kind get one li
       {"claims --quick", "--out is required"},
   };
   for (const Bad& bad : cases) {
-    const CliResult r = run_headroom(bad.args);
-    INFO("headroom " << bad.args << "\n" << r.output);
-    CHECK(r.status == 2);
-    CHECK(count_lines(r.output) == 1);
-    CHECK(r.output.find(bad.says) != std::string::npos);
+    check_refused(bad.args, bad.says);
     CHECK_FALSE(fs::exists(dir));
   }
   // A directory that is not a claims study, and one made with another budget.

@@ -67,16 +67,6 @@ void save_model_dir(const fs::path& dir, const hr::TransformerLM<float>& model, 
 const std::string kText =
     "the cat sat on the mat.\nthe dog sat on the cat's mat.\nthe cat ran to the dog and the dog sat.\n";
 
-// A one-line refusal with exit status 2 that says `says`.
-void check_refused(const std::string& args, const std::string& says) {
-  const CliResult r = run_headroom(args);
-  INFO("headroom " << args << "\n" << r.output);
-  CHECK(r.status == 2);
-  CHECK(count_lines(r.output) == 1);
-  CHECK(r.output.find("error: ") != std::string::npos);
-  CHECK(r.output.find(says) != std::string::npos);
-}
-
 }  // namespace
 
 TEST_CASE("top-p keeps the fewest most likely tokens whose probability reaches p, ties to the lower id") {
