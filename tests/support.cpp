@@ -45,6 +45,25 @@ std::string read_file(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> fields(const std::string& line) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  for (std::size_t c = line.find(','); c != std::string::npos; c = line.find(',', from)) {
+    out.push_back(line.substr(from, c - from));
+    from = c + 1;
+  }
+  out.push_back(line.substr(from));
+  return out;
+}
+
 double parse_number(const std::string& token, const std::string& where) {
   char* end = nullptr;
   const double v = std::strtod(token.c_str(), &end);

@@ -53,6 +53,11 @@ class TempDir {
 // The bytes of a file; "" when it cannot be read.
 std::string read_file(const std::filesystem::path& path);
 
+// The lines of a text, without their newlines.
+std::vector<std::string> lines_of(const std::string& text);
+// The comma-separated cells of a CSV line: "a,,b," is four cells, the last two empty.
+std::vector<std::string> fields(const std::string& line);
+
 // ---- the line-based text fixtures (each fixture's header documents its records) ----
 
 // A number as the fixture scripts write it; strtod, unlike operator>>, also reads

@@ -69,26 +69,6 @@ hr::TrainConfig tiny(const NoisyCopy& data) {
   return hr::finalize(c, data);
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) lines.push_back(line);
-  return lines;
-}
-
-// "a,,b," is four fields.
-std::vector<std::string> fields(const std::string& line) {
-  std::vector<std::string> out;
-  std::size_t from = 0;
-  for (std::size_t c = line.find(','); c != std::string::npos; c = line.find(',', from)) {
-    out.push_back(line.substr(from, c - from));
-    from = c + 1;
-  }
-  out.push_back(line.substr(from));
-  return out;
-}
-
 std::size_t column(const std::string& header, const std::string& name) {
   const std::vector<std::string> h = fields(header);
   const auto it = std::find(h.begin(), h.end(), name);
