@@ -43,6 +43,8 @@ template <typename T> Tensor<T> gelu(const Tensor<T>& x);
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 template <typename T> Tensor<T> gelu_tanh(const Tensor<T>& x);
 template <typename T> Tensor<T> pow(const Tensor<T>& x, T exponent);  // x^p
+// The logistic function 1 / (1 + exp(-x)), never overflowing for any x.
+template <typename T> Tensor<T> sigmoid(const Tensor<T>& x);
 
 // ---- reductions ------------------------------------------------------------------
 // Over the listed axes; an empty list reduces over every axis. keepdims keeps the
@@ -98,6 +100,25 @@ template <typename T> Tensor<T> masked_fill(const Tensor<T>& x, const Mask& mask
 // inside the square root: y = (x - mean) * rsqrt(var + eps) * weight + bias.
 // x (..., C), weight (C), bias (C). One fused op that saves mean and rstd.
 template <typename T> Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias, T eps = T(1e-5));
+
+// RMSNorm over the last axis (Zhang and Sennrich, 2019), as torch.nn.RMSNorm with
+// eps given: y = x * rsqrt(mean(x^2) + eps) * weight. x (..., C), weight (C). No
+// mean is subtracted and there is no bias. One fused op that saves rstd.
+template <typename T> Tensor<T> rms_norm(const Tensor<T>& x, const Tensor<T>& weight, T eps = T(1e-5));
+
+// SwiGLU's gating (Shazeer, 2020): silu(gate) * up = gate * sigmoid(gate) * up,
+// elementwise; gate and up of one shape. One fused op.
+template <typename T> Tensor<T> swiglu(const Tensor<T>& gate, const Tensor<T>& up);
+
+// Rotary position embedding (Su et al., 2021) on packed heads, in the rotate-half
+// pairing of GPT-NeoX and Hugging Face's Llama (docs/design.md, "Model conventions"):
+// x (B, T, H d) with d even; for head h, position p = t + offset and i in [0, d/2),
+// with theta_i = base^(-2i/d) and (a, b) = (x[h d + i], x[h d + i + d/2]):
+//   y[h d + i] = a cos(p theta_i) - b sin(p theta_i)
+//   y[h d + i + d/2] = b cos(p theta_i) + a sin(p theta_i)
+// A rotation, so the backward is the rotation by -p theta_i. One fused op.
+template <typename T>
+Tensor<T> rope(const Tensor<T>& x, std::size_t n_heads, double base = 10000.0, std::size_t offset = 0);
 
 // The fused attention op's settings (the module's are nn/attention.hpp's
 // AttentionOptions).

@@ -25,7 +25,26 @@ NormPlacement parse_norm(const std::string& name) {
 PositionEncoding parse_pos(const std::string& name) {
   if (name == "learned") return PositionEncoding::learned;
   if (name == "sinusoidal") return PositionEncoding::sinusoidal;
-  throw std::invalid_argument(fmt::format("pos must be 'learned' or 'sinusoidal', got '{}'", name));
+  if (name == "rope") return PositionEncoding::rope;
+  if (name == "none") return PositionEncoding::none;
+  throw std::invalid_argument(
+      fmt::format("pos must be 'learned', 'sinusoidal', 'rope' or 'none', got '{}'", name));
+}
+
+NormType parse_norm_type(const std::string& name) {
+  if (name == "layernorm") return NormType::layernorm;
+  if (name == "rmsnorm") return NormType::rmsnorm;
+  throw std::invalid_argument(fmt::format("norm_type must be 'layernorm' or 'rmsnorm', got '{}'", name));
+}
+
+FeedForwardType parse_ffn(const std::string& name) {
+  if (name == "mlp") return FeedForwardType::mlp;
+  if (name == "swiglu") return FeedForwardType::swiglu;
+  throw std::invalid_argument(fmt::format("ffn must be 'mlp' or 'swiglu', got '{}'", name));
+}
+
+std::size_t default_d_ff(std::size_t d_model, FeedForwardType ffn) {
+  return ffn == FeedForwardType::mlp ? 4 * d_model : 8 * ((d_model + 2) / 3);
 }
 
 std::string to_string(NormPlacement norm) {
@@ -37,8 +56,16 @@ std::string to_string(NormPlacement norm) {
   return "pre";
 }
 std::string to_string(PositionEncoding pos) {
-  return pos == PositionEncoding::learned ? "learned" : "sinusoidal";
+  switch (pos) {
+    case PositionEncoding::learned: return "learned";
+    case PositionEncoding::sinusoidal: return "sinusoidal";
+    case PositionEncoding::rope: return "rope";
+    case PositionEncoding::none: return "none";
+  }
+  return "learned";
 }
+std::string to_string(NormType type) { return type == NormType::layernorm ? "layernorm" : "rmsnorm"; }
+std::string to_string(FeedForwardType type) { return type == FeedForwardType::mlp ? "mlp" : "swiglu"; }
 
 AttentionOptions attention_options(const ModelConfig& c) {
   return AttentionOptions{.d_model = c.d_model,
@@ -67,7 +94,8 @@ ResolvedModelConfig ModelConfig::resolved() const {
   // default; one without norms has no ln_eps to use. The defaults say nothing, as in
   // what headroom writes for a model with a feed-forward (d_ff 4 * d_model), so a
   // run's config.json with --attn-only on top is an attention-only model of that run.
-  if (attn_only && d_ff != 0 && d_ff != 4 * d_model) {
+  const std::size_t ffn_width = default_d_ff(d_model, ffn);
+  if (attn_only && d_ff != 0 && d_ff != ffn_width) {
     throw std::invalid_argument(fmt::format(
         "model config: d_ff {} with attn_only: an attention-only block has no feed-forward sublayer", d_ff));
   }
@@ -76,11 +104,39 @@ ResolvedModelConfig ModelConfig::resolved() const {
         "model config: activation '{}' with attn_only: an attention-only block has no feed-forward sublayer",
         to_string(activation)));
   }
-  if (norm == NormPlacement::none && ln_eps != ModelConfig{}.ln_eps) {
+  const ModelConfig plain;
+  if (attn_only && ffn != plain.ffn) {
+    throw std::invalid_argument(fmt::format(
+        "model config: ffn '{}' with attn_only: an attention-only block has no feed-forward sublayer",
+        to_string(ffn)));
+  }
+  if (ffn == FeedForwardType::swiglu && activation != plain.activation) {
+    throw std::invalid_argument(fmt::format(
+        "model config: activation '{}' with ffn 'swiglu': SwiGLU's gate is always silu", to_string(activation)));
+  }
+  if (norm == NormPlacement::none && !qk_norm && ln_eps != plain.ln_eps) {
     throw std::invalid_argument(fmt::format(
         "model config: ln_eps {} with norm 'none': a model without LayerNorm has no eps to use", ln_eps));
   }
-  r.d_ff = attn_only ? 0 : d_ff == 0 ? 4 * d_model : d_ff;
+  if (norm == NormPlacement::none && norm_type != plain.norm_type) {
+    throw std::invalid_argument(fmt::format(
+        "model config: norm_type '{}' with norm 'none': a model without norms has no norm type",
+        to_string(norm_type)));
+  }
+  if (pos != PositionEncoding::rope && rope_base != plain.rope_base) {
+    throw std::invalid_argument(fmt::format(
+        "model config: rope_base {} with pos '{}': only pos 'rope' reads it", rope_base, to_string(pos)));
+  }
+  if (!(rope_base > 1) || !std::isfinite(rope_base)) {
+    throw std::invalid_argument(fmt::format("model config: rope_base must be a number above 1, got {}", rope_base));
+  }
+  if (pos_qk_only && pos != PositionEncoding::learned && pos != PositionEncoding::sinusoidal) {
+    throw std::invalid_argument(fmt::format(
+        "model config: pos_qk_only with pos '{}': it adds a position table, which only pos 'learned' and "
+        "'sinusoidal' have",
+        to_string(pos)));
+  }
+  r.d_ff = attn_only ? 0 : d_ff == 0 ? ffn_width : d_ff;
   if (!(ln_eps > 0) || !std::isfinite(ln_eps)) {
     throw std::invalid_argument(fmt::format("model config: ln_eps must be a positive number, got {}", ln_eps));
   }
@@ -93,6 +149,10 @@ ResolvedModelConfig ModelConfig::resolved() const {
   if (pos == PositionEncoding::sinusoidal && d_model % 2 != 0) {
     throw std::invalid_argument(fmt::format(
         "model config: sinusoidal positions need an even d_model, got {}", d_model));
+  }
+  if (pos == PositionEncoding::rope && r.d_k % 2 != 0) {
+    throw std::invalid_argument(
+        fmt::format("model config: pos 'rope' turns pairs of q/k channels, so d_k must be even, got {}", r.d_k));
   }
   return ResolvedModelConfig(r);
 }

@@ -14,12 +14,27 @@ namespace headroom {
 
 // none: no LayerNorm anywhere, ln_f included (docs/design.md #13).
 enum class NormPlacement { pre, post, none };
-enum class PositionEncoding { learned, sinusoidal };
+// rope: rotary positions on q and k in every layer, nothing added to the input;
+// none: no position information but the causal mask's (docs/design.md #17).
+enum class PositionEncoding { learned, sinusoidal, rope, none };
+enum class NormType { layernorm, rmsnorm };
+// mlp: fc2(activation(fc1(x))); swiglu: down_proj(silu(gate_proj(x)) * up_proj(x)).
+enum class FeedForwardType { mlp, swiglu };
 
 NormPlacement parse_norm(const std::string& name);  // "pre" | "post" | "none"
-PositionEncoding parse_pos(const std::string& name);  // "learned" | "sinusoidal"
+PositionEncoding parse_pos(const std::string& name);  // "learned" | "sinusoidal" | "rope" | "none"
+NormType parse_norm_type(const std::string& name);  // "layernorm" | "rmsnorm"
+FeedForwardType parse_ffn(const std::string& name);  // "mlp" | "swiglu"
 std::string to_string(NormPlacement norm);
 std::string to_string(PositionEncoding pos);
+std::string to_string(NormType type);
+std::string to_string(FeedForwardType type);
+
+// d_ff when none is given: 4 d_model for the MLP; for SwiGLU the Llama rule of
+// 2/3 of that, 8 d_model / 3, rounded up to a multiple of 8: 8 ceil(d_model / 3)
+// (docs/design.md #17). Three SwiGLU matrices then hold about as many weights as the
+// MLP's two.
+std::size_t default_d_ff(std::size_t d_model, FeedForwardType ffn);
 
 class ResolvedModelConfig;
 
@@ -34,7 +49,7 @@ struct ModelConfig {
   std::size_t d_k = 0;         // 0 means d_model / n_heads
   std::size_t d_v = 0;         // 0 means d_k
   HeadCombine head_combine = HeadCombine::concat;  // sum: heads added, out_proj (d_model, d_v)
-  std::size_t d_ff = 0;        // 0 means 4 * d_model; with attn_only 0 or 4 * d_model, resolved to 0
+  std::size_t d_ff = 0;        // 0 means default_d_ff; with attn_only 0 or that default, resolved to 0
   std::size_t max_len = 128;
   NormPlacement norm = NormPlacement::pre;
   Activation activation = Activation::gelu;
@@ -45,6 +60,13 @@ struct ModelConfig {
   bool bias = true;
   bool tie_embeddings = false;
   bool attn_only = false;      // blocks without the feed-forward sublayer (docs/design.md #13)
+  // Current blocks (docs/design.md #17); the defaults are GPT-2's.
+  double rope_base = 10000.0;  // pos = rope only
+  NormType norm_type = NormType::layernorm;
+  FeedForwardType ffn = FeedForwardType::mlp;
+  bool qk_norm = false;        // RMSNorm of each head's q and k over d_k, before RoPE and the scores
+  bool key_smear = false;      // k_t <- s k_t + (1 - s) k_{t-1}, s = sigmoid(learned, per kv head)
+  bool pos_qk_only = false;    // positions added to the inputs of q_proj and k_proj only, in every layer
 
   // Every default filled in and every value checked; a bad value or combination is
   // a std::invalid_argument naming the key and the numbers.

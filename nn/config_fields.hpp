@@ -30,13 +30,14 @@ void for_each_model_field(Visit&& visit) {
               Flag{.name = "--dv", .help = "Per-head value width (default d_k)", .check = C::positive_whole_number}));
   visit(choice("head_combine", &M::head_combine, parse_head_combine));
   visit(field("d_ff", &M::d_ff,
-              Flag{.help = "Feed-forward width (default 4 * d_model)", .check = C::positive_whole_number}));
+              Flag{.help = "Feed-forward width (default 4 * d_model; 8 * ceil(d_model / 3) with --ffn swiglu)",
+                   .check = C::positive_whole_number}));
   visit(field("max_len", &M::max_len,
               Flag{.help = "Longest sequence the model accepts (default --seq-len)", .check = C::positive_whole_number}));
   visit(choice("norm", &M::norm, parse_norm, Flag{.help = "pre | post | none (default pre)"}));
   visit(choice("activation", &M::activation, parse_activation,
                Flag{.help = "gelu | gelu_tanh | relu (default gelu)"}));
-  visit(choice("pos", &M::pos, parse_pos, Flag{.help = "learned | sinusoidal (default learned)"}));
+  visit(choice("pos", &M::pos, parse_pos, Flag{.help = "learned | sinusoidal | rope | none (default learned)"}));
   visit(field("causal", &M::causal,
               Flag{.name = "--non-causal", .help = "Let every position attend to every position"}));
   visit(field("attn_scale", &M::attn_scale,
@@ -47,6 +48,18 @@ void for_each_model_field(Visit&& visit) {
               Flag{.help = "Share the output head with the token embedding"}));
   visit(field("attn_only", &M::attn_only,
               Flag{.help = "Blocks without the feed-forward sublayer (TransformerLens's attn_only)"}));
+  visit(field("rope_base", &M::rope_base,
+              Flag{.help = "RoPE's base: head pair i turns at base^(-2i/d_k) per position (default {})",
+                   .check = C::positive}));
+  visit(choice("norm_type", &M::norm_type, parse_norm_type,
+               Flag{.help = "layernorm | rmsnorm (default layernorm)"}));
+  visit(choice("ffn", &M::ffn, parse_ffn, Flag{.help = "mlp | swiglu (default mlp)"}));
+  visit(field("qk_norm", &M::qk_norm,
+              Flag{.help = "RMSNorm on each head's queries and keys before the scores"}));
+  visit(field("key_smear", &M::key_smear,
+              Flag{.help = "Each key mixes in the previous position's key through a learned gate"}));
+  visit(field("pos_qk_only", &M::pos_qk_only,
+              Flag{.help = "Positions added to queries and keys in every layer, not to the input (Shortformer)"}));
 }
 
 }  // namespace headroom

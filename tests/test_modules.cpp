@@ -185,7 +185,15 @@ static hr::ModelConfig every_field_set() {
 }
 static hr::ModelConfig attn_only_set() {
   hr::ModelConfig c = every_field_set();
-  c.d_ff = 0, c.activation = hr::Activation::gelu, c.attn_only = true;
+  c.d_ff = 0, c.activation = hr::Activation::gelu, c.attn_only = true, c.pos_qk_only = true;
+  return c;
+}
+// The keys of current blocks (docs/design.md #17): rope needs an even d_k, swiglu the
+// default activation.
+static hr::ModelConfig modern_set() {
+  hr::ModelConfig c = every_field_set();
+  c.d_k = 4, c.activation = hr::Activation::gelu, c.pos = hr::PositionEncoding::rope, c.rope_base = 500;
+  c.norm_type = hr::NormType::rmsnorm, c.ffn = hr::FeedForwardType::swiglu, c.qk_norm = true, c.key_smear = true;
   return c;
 }
 
@@ -195,11 +203,12 @@ TEST_CASE("model config field table: every field round-trips through JSON under 
   hr::for_each_model_field([&](const auto& f) {
     CAPTURE(std::string(f.key));
     ++fields;
-    CHECK_MESSAGE((every_field_set().*f.member != defaults.*f.member || attn_only_set().*f.member != defaults.*f.member),
-                  "both configs leave it at its default");
+    CHECK_MESSAGE((every_field_set().*f.member != defaults.*f.member || attn_only_set().*f.member != defaults.*f.member ||
+                   modern_set().*f.member != defaults.*f.member),
+                  "every config leaves it at its default");
   });
-  CHECK(fields == 19);
-  for (const hr::ModelConfig& config : {every_field_set(), attn_only_set()}) {
+  CHECK(fields == 25);
+  for (const hr::ModelConfig& config : {every_field_set(), attn_only_set(), modern_set()}) {
     const hr::ModelConfig set = config.resolved();
     const nlohmann::json json = hr::to_json(set);
     hr::ModelConfig back;  // the defaults, then every key read
@@ -220,7 +229,8 @@ TEST_CASE("model config field table: the unknown-key message lists every key, in
   hr::for_each_model_field([&](const auto& f) { keys += (keys.empty() ? "" : ", ") + std::string(f.key); });
   CHECK(keys ==
         "vocab, d_model, n_layers, n_heads, n_kv_heads, d_k, d_v, head_combine, d_ff, max_len, norm, activation, pos, "
-        "causal, attn_scale, ln_eps, bias, tie_embeddings, attn_only");
+        "causal, attn_scale, ln_eps, bias, tie_embeddings, attn_only, rope_base, norm_type, ffn, qk_norm, key_smear, "
+        "pos_qk_only");
   CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "heads": 4})", "cfg.json"),
                        ("cfg.json: unknown model config key 'heads' (keys: " + keys + ")").c_str(),
                        std::invalid_argument);
@@ -230,9 +240,15 @@ TEST_CASE("model config enums: every name parses back to its value, and a bad na
   for (const auto v : {hr::NormPlacement::pre, hr::NormPlacement::post, hr::NormPlacement::none}) {
     CHECK(hr::parse_norm(hr::to_string(v)) == v);
   }
-  for (const auto v : {hr::PositionEncoding::learned, hr::PositionEncoding::sinusoidal}) {
+  for (const auto v : {hr::PositionEncoding::learned, hr::PositionEncoding::sinusoidal, hr::PositionEncoding::rope,
+                       hr::PositionEncoding::none}) {
     CHECK(hr::parse_pos(hr::to_string(v)) == v);
   }
+  for (const auto v : {hr::NormType::layernorm, hr::NormType::rmsnorm}) CHECK(hr::parse_norm_type(hr::to_string(v)) == v);
+  for (const auto v : {hr::FeedForwardType::mlp, hr::FeedForwardType::swiglu}) CHECK(hr::parse_ffn(hr::to_string(v)) == v);
+  CHECK_THROWS_WITH_AS(hr::parse_norm_type("batchnorm"), "norm_type must be 'layernorm' or 'rmsnorm', got 'batchnorm'",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::parse_ffn("geglu"), "ffn must be 'mlp' or 'swiglu', got 'geglu'", std::invalid_argument);
   for (const auto v : {hr::HeadCombine::concat, hr::HeadCombine::sum}) {
     CHECK(hr::parse_head_combine(hr::to_string(v)) == v);
   }
@@ -242,7 +258,7 @@ TEST_CASE("model config enums: every name parses back to its value, and a bad na
   CHECK(hr::to_string(hr::NormPlacement::post) == "post");
   CHECK(hr::to_string(hr::PositionEncoding::sinusoidal) == "sinusoidal");
   CHECK_THROWS_WITH_AS(hr::parse_norm("middle"), "norm must be 'pre', 'post' or 'none', got 'middle'", std::invalid_argument);
-  CHECK_THROWS_WITH_AS(hr::parse_pos("rotary"), "pos must be 'learned' or 'sinusoidal', got 'rotary'",
+  CHECK_THROWS_WITH_AS(hr::parse_pos("rotary"), "pos must be 'learned', 'sinusoidal', 'rope' or 'none', got 'rotary'",
                        std::invalid_argument);
 }
 

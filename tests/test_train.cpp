@@ -412,7 +412,7 @@ TEST_CASE("headroom train: bad input gets one line naming the problem and exit s
       {"train --task recall --vocab 6 --seq-len 8", "recall: vocab 6 is too small"},
       {"train --norm middle", "norm must be 'pre', 'post' or 'none', got 'middle'"},
       {"train --activation swish", "activation must be one of gelu, gelu_tanh, relu; got 'swish'"},
-      {"train --pos rotary", "pos must be 'learned' or 'sinusoidal', got 'rotary'"},
+      {"train --pos rotary", "pos must be 'learned', 'sinusoidal', 'rope' or 'none', got 'rotary'"},
       {"train --optimizer lion", "optimizer must be adamw, adam or sgd; got 'lion'"},
       {"train --schedule linear", "linear"},
       {"train --threads 0", "threads must be from 1 to 256, got 0"},
