@@ -231,6 +231,27 @@ TEST_CASE("ablate grid: a preset's kv-head rule follows each point's n_heads, un
   CHECK(plan.runs[1].config.model.n_kv_heads == 4);
 }
 
+TEST_CASE("ablate summary header: names the blocks of docs/design.md #17 that every run has") {
+  const TempDir tmp("ablate_blocks_header");
+  hr::SweepSpec spec{.base = tiny_base(), .axes = {hr::parse_sweep_flag("ffn=mlp,swiglu")}, .seeds = {0}};
+  hr::apply_preset(hr::find_preset("llama"), spec.base.model);
+  spec.base.model.qk_norm = true;
+  hr::SweepPlan plan = hr::plan_sweep(spec);
+  REQUIRE(plan.runs.size() == 2);
+  (void)hr::write_reports(plan, tmp.path(), 0.99);
+  std::string summary = read_file(tmp.path() / "summary.md");
+  INFO(summary);
+  // swiglu is swept, so only one run has it: it goes unsaid.
+  CHECK(summary.find(", 2 layers, rope, rmsnorm, qk-norm, ") != std::string::npos);
+  CHECK(summary.find("swiglu, ") == std::string::npos);
+
+  spec.base = tiny_base();  // GPT-2's blocks: nothing to name
+  plan = hr::plan_sweep(spec);
+  (void)hr::write_reports(plan, tmp.path(), 0.99);
+  summary = read_file(tmp.path() / "summary.md");
+  CHECK(summary.find(", 2 layers, 30 steps, ") != std::string::npos);
+}
+
 // ---- the noise rule ----------------------------------------------------------------
 
 TEST_CASE("noise rule: a point differs from the best when the means are over two standard errors apart") {
