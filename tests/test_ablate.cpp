@@ -416,6 +416,32 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
   }
 }
 
+TEST_CASE("headroom ablate --preset llama --heads 4,8: each run's kv heads are its own n_heads / 4") {
+  const TempDir tmp("ablate_llama");
+  const fs::path dir = tmp.path() / "sweep";
+  const CliResult r = run_headroom("ablate --preset llama --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 "
+                                   "--steps 4 --warmup 1 --eval-every 2 --heads 4,8 --seeds 1 --jobs 2 -q --out " +
+                                   dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json sweep = nlohmann::json::parse(read_file(dir / "sweep.json"));
+  REQUIRE(sweep["runs"].size() == 2);
+  CHECK(sweep["runs"][0]["id"] == "h4-dk4-s0");
+  CHECK(sweep["runs"][0]["config"]["model"]["n_kv_heads"] == 1);
+  CHECK(sweep["runs"][1]["config"]["model"]["n_kv_heads"] == 2);
+  CHECK(sweep["runs"][1]["config"]["model"]["ffn"] == "swiglu");
+  CHECK(read_file(dir / "summary.md").find(", rope, rmsnorm, swiglu, ") != std::string::npos);
+  // --kv-heads given: the rule is off.
+  const CliResult kv = run_headroom("ablate --preset llama --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 "
+                                    "--steps 2 --warmup 1 --eval-every 2 --heads 4,8 --kv-heads 4 --seeds 1 -q --out " +
+                                    (tmp.path() / "kv").string());
+  INFO(kv.output);
+  REQUIRE(kv.status == 0);
+  const nlohmann::json kv_sweep = nlohmann::json::parse(read_file(tmp.path() / "kv" / "sweep.json"));
+  REQUIRE(kv_sweep["runs"].size() == 2);
+  CHECK(kv_sweep["runs"][1]["config"]["model"]["n_kv_heads"] == 4);
+}
+
 TEST_CASE("headroom ablate: two shards merged give the unsharded results") {
   const TempDir whole_tmp("ablate_whole");
   const TempDir a_tmp("ablate_shard1");

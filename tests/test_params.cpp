@@ -280,3 +280,32 @@ TEST_CASE("--preset: an unknown name is one line listing the presets, and --help
                     "ffn=mlp") != std::string::npos);
   }
 }
+
+TEST_CASE("headroom train --preset llama: config.json records the resolved keys, and the first line names the blocks") {
+  const TempDir tmp("train_llama");
+  const fs::path run = tmp.path() / "run";
+  const CliResult r = run_headroom("train --preset llama --task copy --steps 2 --eval-every 2 --d-model 16 --layers 1 "
+                                   "--heads 8 --quiet --out " + run.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json c = nlohmann::json::parse(read_file(run / "config.json"));
+  CHECK_FALSE(c["model"].contains("preset"));  // the keys, not the name
+  CHECK(c["model"]["pos"] == "rope");
+  CHECK(c["model"]["norm_type"] == "rmsnorm");
+  CHECK(c["model"]["ffn"] == "swiglu");
+  CHECK(c["model"]["bias"] == false);
+  CHECK(c["model"]["n_kv_heads"] == 2);  // 8 heads / 4
+  CHECK(c["model"]["d_ff"] == 48);       // 8 ceil(16 / 3)
+  // The run's config.json alone gives the same model.
+  const CliResult again = run_headroom("params --json --config " + (run / "config.json").string());
+  REQUIRE(again.status == 0);
+  CHECK(nlohmann::json::parse(again.output)["config"] == c["model"]);
+
+  const CliResult line = run_headroom("train --preset llama --task copy --steps 2 --eval-every 2 --d-model 16 "
+                                      "--layers 1 --qk-norm --no-save");
+  INFO(line.output);
+  REQUIRE(line.status == 0);
+  CHECK(line.output.find("d_k 4, d_v 4, pre-norm, rope, rmsnorm, swiglu, qk-norm\n") != std::string::npos);
+  const CliResult plain = run_headroom("train --task copy --steps 2 --eval-every 2 --d-model 16 --layers 1 --no-save");
+  CHECK(plain.output.find("d_k 4, d_v 4, pre-norm\n") != std::string::npos);
+}
