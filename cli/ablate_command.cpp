@@ -180,7 +180,8 @@ Run add_ablate_command(CLI::App& app) {
                             "LIST"));
   CLI::Option* sweep =
       grid->add_option("--sweep", f->sweeps,
-                       "Sweep any config.json key too, e.g. lr=0.001,0.003 or norm=pre,post or attn_scale=0.125,0.5 "
+                       "Sweep any config.json key too, e.g. lr=0.001,0.003 or norm=pre,post or attn_scale=0.125,0.5 or "
+                       "pos=learned,rope or ffn=mlp,swiglu "
                        "(repeatable)")
           ->check(parsed_by([](const std::string& t) { parse_sweep_flag(t); }, "KEY=V1,V2,..."));
   CLI::Option* seeds =
