@@ -222,8 +222,8 @@ std::string footer(const SweepPlan& plan, const std::vector<RunResult>& results,
       "Unmarked points are within noise of the best, or have fewer than 2 seeds (no noise estimate).\n\n"
       "Steps to {:g}%: the first validation step{} with val accuracy >= {:g}, the mean over the seeds "
       "that reached it (reached/seeds). Params: every trainable parameter. Attn params/layer: the q, k, v and output "
-      "projections with their biases. KV floats/token/layer: what a key/value cache holds per token and layer, "
-      "n_kv_heads (d_k + d_v).\n",
+      "projections with their biases (and QK-norm's weights and the key smear's, where a run has them). KV "
+      "floats/token/layer: what a key/value cache holds per token and layer, n_kv_heads (d_k + d_v).\n",
       100 * target_acc, same_eval ? fmt::format(" (every {} steps)", eval_every) : std::string(), target_acc);
   if (knows_excess(points)) {
     out += "\nExcess loss: a run's final val loss minus the Bayes loss of the same validation targets (the loss of "
