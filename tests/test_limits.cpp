@@ -89,6 +89,17 @@ TEST_CASE("model_parameter_count is parameter_count() of the model built from th
       {"no norm", with([](hr::ModelConfig& c) { c.norm = hr::NormPlacement::none; })},
       {"attention-only, no norm, no bias",
        with([](hr::ModelConfig& c) { c.attn_only = true, c.norm = hr::NormPlacement::none, c.bias = false; })},
+      {"rope, rmsnorm, swiglu, no bias, GQA",
+       with([](hr::ModelConfig& c) {
+         c.pos = hr::PositionEncoding::rope, c.norm_type = hr::NormType::rmsnorm;
+         c.ffn = hr::FeedForwardType::swiglu, c.bias = false, c.n_kv_heads = 1;
+       })},
+      {"swiglu with biases, qk-norm, key smear, no positions",
+       with([](hr::ModelConfig& c) {
+         c.ffn = hr::FeedForwardType::swiglu, c.qk_norm = true, c.key_smear = true, c.pos = hr::PositionEncoding::none;
+       })},
+      {"positions in q/k only, rmsnorm, attention-only",
+       with([](hr::ModelConfig& c) { c.pos_qk_only = true, c.norm_type = hr::NormType::rmsnorm, c.attn_only = true; })},
   };
   for (const auto& [name, config] : configs) {
     hr::Rng rng(1);

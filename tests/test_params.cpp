@@ -296,10 +296,12 @@ TEST_CASE("headroom train --preset llama: config.json records the resolved keys,
   CHECK(c["model"]["bias"] == false);
   CHECK(c["model"]["n_kv_heads"] == 2);  // 8 heads / 4
   CHECK(c["model"]["d_ff"] == 48);       // 8 ceil(16 / 3)
-  // The run's config.json alone gives the same model.
+  // The run's config.json alone gives the same model, and params counts what train built.
   const CliResult again = run_headroom("params --json --config " + (run / "config.json").string());
   REQUIRE(again.status == 0);
-  CHECK(nlohmann::json::parse(again.output)["config"] == c["model"]);
+  const nlohmann::json counted = nlohmann::json::parse(again.output);
+  CHECK(counted["config"] == c["model"]);
+  CHECK(r.output.find(std::to_string(counted["total"].get<std::size_t>()) + " parameters") != std::string::npos);
 
   const CliResult line = run_headroom("train --preset llama --task copy --steps 2 --eval-every 2 --d-model 16 "
                                       "--layers 1 --qk-norm --no-save");
