@@ -311,3 +311,16 @@ TEST_CASE("headroom train --preset llama: config.json records the resolved keys,
   const CliResult plain = run_headroom("train --task copy --steps 2 --eval-every 2 --d-model 16 --layers 1 --no-save");
   CHECK(plain.output.find("d_k 4, d_v 4, pre-norm\n") != std::string::npos);
 }
+
+TEST_CASE("headroom params --preset llama at Llama 3 8B's sizes counts its 8,030,261,248 parameters") {
+  // Meta-Llama-3-8B: d_model 4096, 32 layers, 32 heads over 8 kv heads, d_ff 14336, vocab 128256, untied;
+  // its safetensors hold 8,030,261,248 values.
+  const CliResult r = run_headroom("params --preset llama --d-model 4096 --layers 32 --heads 32 --vocab 128256 "
+                                   "--d-ff 14336 --seq-len 8192 --json");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  CHECK(j["config"]["n_kv_heads"] == 8);
+  CHECK(j["total"] == 8'030'261'248);
+  CHECK(j["kv_cache_bytes_per_token"] == 32 * 8 * 256 * 4);
+}
