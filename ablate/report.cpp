@@ -9,6 +9,7 @@
 
 #include "plot/svg.hpp"
 #include "train/metrics.hpp"
+#include "nn/presets.hpp"
 #include "nn/transformer.hpp"
 #include "nn/safetensors.hpp"
 #include "nn/strict_json.hpp"
@@ -185,6 +186,15 @@ std::string describe(const SweepPlan& plan) {
   if (same([](const TrainConfig& x) { return x.model.attn_only; }) && c.model.attn_only) parts.emplace_back("attention-only");
   if (same([](const TrainConfig& x) { return x.model.norm; }) && c.model.norm != NormPlacement::pre) {
     parts.push_back(c.model.norm == NormPlacement::none ? std::string("no norm") : to_string(c.model.norm) + "-norm");
+  }
+  // And the blocks of docs/design.md #17 (rope, rmsnorm, swiglu, ...) that every run has.
+  for (const std::string& choice : block_choices(c.model)) {
+    if (std::all_of(plan.runs.begin(), plan.runs.end(), [&](const PlannedRun& r) {
+          const std::vector<std::string> theirs = block_choices(r.config.model);
+          return std::find(theirs.begin(), theirs.end(), choice) != theirs.end();
+        })) {
+      parts.push_back(choice);
+    }
   }
   if (same([](const TrainConfig& x) { return x.optim.steps; })) parts.push_back(fmt::format("{} steps", c.optim.steps));
   if (same([](const TrainConfig& x) { return x.optim.batch; })) parts.push_back(fmt::format("batch {}", c.optim.batch));

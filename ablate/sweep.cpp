@@ -308,6 +308,8 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
                          fmt::format("{} {}", a.flag, label));
         if (a.flag == "--sweep") suffix += fmt::format("-{}", path_safe(a.key + label));
       }
+      // --preset llama --heads 4,8: kv heads 1 and 2, each point's own n_heads / 4.
+      if (spec.kv_heads != nullptr && !kv_axis) c.model.n_kv_heads = spec.kv_heads(c.model.n_heads);
       c.validate();
       const std::string key = data_key(c.data);
       auto it = datasets.find(key);

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nn/presets.hpp"
 #include "train/config.hpp"
 #include "train/trainer.hpp"
 
@@ -60,6 +61,9 @@ struct SweepSpec {
   TrainConfig base;                  // --config and every flag applied, before the axes
   std::vector<SweepAxis> axes;       // in run-id order: --heads, --dk, --kv-heads, then each --sweep
   std::vector<std::uint64_t> seeds;  // innermost
+  // A preset's n_kv_heads rule still open (cli build_config's kv_heads_rule): each
+  // point's n_kv_heads follows its own n_heads, unless --kv-heads is an axis. Null: none.
+  KvHeadsRule kv_heads = nullptr;
 };
 
 struct PlannedRun {

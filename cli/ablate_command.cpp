@@ -85,7 +85,7 @@ void print_plan(const SweepEvent& e, const Shard& shard) {
 int run_ablate(const AblateFlags& f) {
   if (!f.merge.empty()) return run_merge(f);
   SweepSpec spec;
-  spec.base = build_config(f, f.config_file);
+  spec.base = build_config(f, f.config_file, &spec.kv_heads);
   if (!f.heads.empty()) spec.axes.push_back(parse_count_axis("--heads", "n_heads", f.heads, false));
   if (!f.dk.empty()) spec.axes.push_back(parse_count_axis("--dk", "d_k", f.dk, true));
   if (!f.kv_heads.empty()) spec.axes.push_back(parse_count_axis("--kv-heads", "n_kv_heads", f.kv_heads, false));
@@ -180,7 +180,8 @@ Run add_ablate_command(CLI::App& app) {
                             "LIST"));
   CLI::Option* sweep =
       grid->add_option("--sweep", f->sweeps,
-                       "Sweep any config.json key too, e.g. lr=0.001,0.003 or norm=pre,post or attn_scale=0.125,0.5 "
+                       "Sweep any config.json key too, e.g. lr=0.001,0.003 or norm=pre,post or attn_scale=0.125,0.5 or "
+                       "pos=learned,rope or ffn=mlp,swiglu "
                        "(repeatable)")
           ->check(parsed_by([](const std::string& t) { parse_sweep_flag(t); }, "KEY=V1,V2,..."));
   CLI::Option* seeds =

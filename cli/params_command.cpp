@@ -15,6 +15,7 @@
 #include "cli/validators.hpp"
 #include "nn/config_json.hpp"
 #include "nn/param_count.hpp"
+#include "nn/presets.hpp"
 #include "train/resources.hpp"
 
 namespace headroom::cli {
@@ -60,14 +61,15 @@ nlohmann::json part_json(const ParamPart& p) {
 
 nlohmann::json layer_json(const LayerParams& l) {
   return {{"q", part_json(l.q)},         {"k", part_json(l.k)},   {"v", part_json(l.v)},
-          {"o", part_json(l.o)},         {"ffn", part_json(l.ffn)}, {"norms", part_json(l.norms)},
+          {"o", part_json(l.o)},         {"qk_norm", part_json(l.qk_norm)}, {"key_smear", part_json(l.key_smear)},
+          {"ffn", part_json(l.ffn)},     {"norms", part_json(l.norms)},
           {"attention", l.attention()}, {"total", l.total()}};
 }
 
-void print_json(const ModelConfig& model, std::size_t context, const ModelParams& p) {
+void print_json(const ModelConfig& model, std::size_t context, const ModelParams& p, const std::string& preset) {
   nlohmann::json layers = nlohmann::json::array();
   for (const LayerParams& l : p.layers) layers.push_back(layer_json(l));
-  const nlohmann::json out{{"config", to_json(model)},
+  nlohmann::json out{{"config", to_json(model)},
                            {"context", context},
                            {"tok_emb", part_json(p.tok_emb)},
                            {"pos_emb", part_json(p.pos_emb)},
@@ -77,15 +79,35 @@ void print_json(const ModelConfig& model, std::size_t context, const ModelParams
                            {"total", p.total()},
                            {"kv_cache_bytes_per_token", p.kv_cache_bytes_per_token},
                            {"forward_flops_per_token", p.forward_flops_per_token}};
+  if (!preset.empty()) out["preset"] = preset;
   fmt::print("{}\n", out.dump(2));
 }
 
-void print_table(const ModelConfig& m, std::size_t context, const ModelParams& p) {
+// "preset llama: norm=pre pos=rope ... n_kv_heads=1": the preset's keys with the values
+// the model has, a key that --config or a flag changed marked so.
+std::string preset_line(const std::string& name, const ModelConfig& m) {
+  const ModelPreset& preset = find_preset(name);
+  const nlohmann::json config = to_json(m);
+  std::string out;
+  auto put = [&](const std::string& key, const std::string& preset_value) {
+    const nlohmann::json& v = config.at(key);
+    const std::string value = v.is_string() ? v.get<std::string>() : v.dump();
+    out += fmt::format(" {}={}{}", key, value, value != preset_value ? " (changed)" : "");
+  };
+  for (const PresetKey& k : preset.keys) put(k.key, k.value);
+  if (preset.kv_heads != nullptr) put("n_kv_heads", std::to_string(preset.kv_heads(m.n_heads)));
+  return fmt::format("preset {}:{}", name, out);
+}
+
+void print_table(const ModelConfig& m, std::size_t context, const ModelParams& p, const std::string& preset) {
   const std::string norm = m.norm == NormPlacement::none ? "no norm" : to_string(m.norm) + "-norm";
-  fmt::print("headroom params: vocab {}, d_model {}, {} layer{}, {} heads (kv {}), d_k {}, d_v {}, {}, {}{}\n", m.vocab,
+  std::string blocks;
+  for (const std::string& b : block_choices(m)) blocks += ", " + b;
+  fmt::print("headroom params: vocab {}, d_model {}, {} layer{}, {} heads (kv {}), d_k {}, d_v {}, {}, {}{}{}\n", m.vocab,
              m.d_model, m.n_layers, m.n_layers == 1 ? "" : "s", m.n_heads, m.n_kv_heads, m.d_k, m.d_v,
-             m.attn_only ? std::string("attention-only") : fmt::format("d_ff {}", m.d_ff), norm,
+             m.attn_only ? std::string("attention-only") : fmt::format("d_ff {}", m.d_ff), norm, blocks,
              m.tie_embeddings ? ", tied" : "");
+  if (!preset.empty()) fmt::print("{}\n", preset_line(preset, m));
   // Every layer has the same sizes: one block of rows stands for all of them.
   const LayerParams none{};
   const LayerParams& l = p.layers.empty() ? none : p.layers.front();
@@ -98,13 +120,18 @@ void print_table(const ModelConfig& m, std::size_t context, const ModelParams& p
     for (const ParamPart& x : parts) s.weights += x.weights, s.biases += x.biases;
     return s;
   };
-  const ParamPart layer = sum({l.q, l.k, l.v, l.o, l.ffn, l.norms});
+  const ParamPart layer = sum({l.q, l.k, l.v, l.o, l.qk_norm, l.key_smear, l.ffn, l.norms});
   ParamPart layers;
   layers.weights = layer.weights * p.layers.size();
   layers.biases = layer.biases * p.layers.size();
   const std::size_t n = p.layers.size();
   const std::string each = n == 1 ? std::string("the layer:") : fmt::format("each of {} layers:", n);
-  const std::vector<Row> rows{
+  const bool rms = m.norm_type == NormType::rmsnorm && m.norm != NormPlacement::none;
+  const std::string norms = m.norm == NormPlacement::none ? "  norms"
+                            : m.attn_only                 ? "  norms (ln1)"
+                                                          : "  norms (ln1, ln2)";
+  // The rows of #17's parameters show only when the model has them.
+  std::vector<Row> rows{
       {"tok_emb", p.tok_emb},
       {"pos_emb", p.pos_emb},
       {each, {}},
@@ -112,15 +139,20 @@ void print_table(const ModelConfig& m, std::size_t context, const ModelParams& p
       {"  attention k", l.k},
       {"  attention v", l.v},
       {"  attention o", l.o},
-      {"  attention", sum({l.q, l.k, l.v, l.o})},
-      {"  ffn", l.ffn},
-      {m.norm == NormPlacement::none ? "  norms" : m.attn_only ? "  norms (ln1)" : "  norms (ln1, ln2)", l.norms},
+  };
+  if (m.qk_norm) rows.push_back({"  attention qk norms (q_norm, k_norm)", l.qk_norm});
+  if (m.key_smear) rows.push_back({"  attention key smear", l.key_smear});
+  const std::vector<Row> rest{
+      {"  attention", sum({l.q, l.k, l.v, l.o, l.qk_norm, l.key_smear})},
+      {m.ffn == FeedForwardType::swiglu && !m.attn_only ? "  ffn (gate, up, down)" : "  ffn", l.ffn},
+      {rms ? norms + " rmsnorm" : norms, l.norms},
       {"  layer", layer},
       {fmt::format("{} layer{}", n, n == 1 ? "" : "s"), layers},
-      {"ln_f", p.ln_f},
+      {rms ? "ln_f rmsnorm" : "ln_f", p.ln_f},
       {m.tie_embeddings ? "head (tied: tok_emb)" : "head", p.head},
       {"total", sum({p.tok_emb, p.pos_emb, layers, p.ln_f, p.head})},
   };
+  rows.insert(rows.end(), rest.begin(), rest.end());
   std::size_t name_w = 9, num_w = 7;
   for (const Row& r : rows) {
     name_w = std::max(name_w, r.name.size());
@@ -154,9 +186,9 @@ int run_params(const ParamsFlags& flags) {
   }
   const ModelParams p = count_parameters(resolved, context);
   if (flags.json) {
-    print_json(resolved, context, p);
+    print_json(resolved, context, p, flags.preset);
   } else {
-    print_table(resolved, context, p);
+    print_table(resolved, context, p, flags.preset);
   }
   return 0;
 }
@@ -170,8 +202,8 @@ Run add_params_command(CLI::App& app) {
       "Count a model's parameters by component (tok_emb, pos_emb, attention q/k/v/o, feed-forward, norms, ln_f, "
       "head), per layer and in total, with its KV cache in bytes per token and its forward FLOPs per token, from the "
       "config alone: nothing is allocated, so any size answers at once. Takes train's model flags, --task, --vocab "
-      "and --seq-len (which sets max_len unless --max-len does), or a --config FILE.json such as a run's "
-      "config.json.");
+      "and --seq-len (which sets max_len unless --max-len does), --preset NAME, or a --config FILE.json such as a "
+      "run's config.json.");
   (void)add_train_flags(*cmd, *f, TrainFlagSet::params);
   cmd->add_option("--config", f->config_file,
                   "Read the model from a JSON file like the config.json a run writes (flags override it)");

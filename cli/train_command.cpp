@@ -16,6 +16,7 @@
 #include "cli/interrupt.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_flags.hpp"
+#include "nn/presets.hpp"
 #include "train/out_dir.hpp"
 #include "train/resume.hpp"
 #include "train/resources.hpp"
@@ -103,10 +104,12 @@ int run_train(const TrainCommandFlags& flags) {
 
   const bool tty = isatty(fileno(stdout)) != 0 && !flags.quiet;
   const ModelConfig& m = config.model;
+  std::string blocks;  // rope, rmsnorm, swiglu, ... where they are not GPT-2's (nn/presets.hpp)
+  for (const std::string& b : block_choices(m)) blocks += ", " + b;
   fmt::print("headroom train: {} (vocab {}, seq_len {}), d_model {}, {} layers, {} heads (kv {}), d_k {}, d_v {}, "
-             "{}{}\n",
+             "{}{}{}\n",
              data->name(), m.vocab, config.data.seq_len, m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.d_k, m.d_v,
-             m.norm == NormPlacement::none ? std::string("no norm") : to_string(m.norm) + "-norm",
+             m.norm == NormPlacement::none ? std::string("no norm") : to_string(m.norm) + "-norm", blocks,
              m.attn_only ? ", attention-only" : "");
   if (const auto* task = dynamic_cast<const Task*>(data.get())) fmt::print("example: {}\n", task->example());
   std::fflush(stdout);

@@ -184,10 +184,19 @@ bool check_data_source(const TrainFlags& f, const nlohmann::json& object, const 
 
 }  // namespace
 
-TrainConfig build_config(const TrainFlags& f, const std::string& config_file) {
+TrainConfig build_config(const TrainFlags& f, const std::string& config_file, KvHeadsRule* kv_heads_rule) {
+  if (kv_heads_rule != nullptr) *kv_heads_rule = nullptr;
+  const ModelPreset* preset = nullptr;
+  if (!f.preset.empty()) {
+    try {
+      preset = &find_preset(f.preset);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("--preset {}: {}", f.preset, e.what()));
+    }
+  }
   // A regular file of at most 1 MiB, strict JSON (nn/strict_json.hpp).
   const nlohmann::json object = config_file.empty() ? nlohmann::json() : read_strict_json_file(config_file);
-  // Precedence, lowest first: the task's defaults, the config file, the flags.
+  // Precedence, lowest first: the task's defaults, the preset, the config file, the flags.
   const bool text_run = check_data_source(f, object, config_file);
   const DataConfig defaults;
   std::string task = defaults.task;  // a text run takes the global defaults
@@ -197,8 +206,15 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file) {
   }
   if (given(f, "data.task")) task = flag_data(f).task;
   TrainConfig c = task_defaults(task);
+  if (preset != nullptr) apply_preset(*preset, c.model);
   if (!config_file.empty()) update_from_json(c, object, config_file);
   for (const auto& [key, set] : f.given) set(c);
+  // The preset's n_kv_heads follows the final n_heads, unless the file or a flag set it.
+  if (preset != nullptr && preset->kv_heads != nullptr && !given(f, "model.n_kv_heads") &&
+      file_key(object, "model", "n_kv_heads") == nullptr) {
+    c.model.n_kv_heads = preset->kv_heads(c.model.n_heads);
+    if (kv_heads_rule != nullptr) *kv_heads_rule = preset->kv_heads;
+  }
   if (given(f, "data.task") && !given(f, "data.text")) c.data.text.clear();  // --task over the file's text
   if (text_run) {
     // --text over the file's task: config.json says what a text run is made of.
@@ -265,12 +281,21 @@ void check_flags_read(const TrainFlags& f, const std::vector<TrainConfig>& runs)
   }
 }
 
+std::string preset_help() {
+  std::string out = "A named set of model keys, applied over the task's defaults and under --config and every flag "
+                    "(config.json records the keys, not the name):";
+  for (const ModelPreset& p : model_presets()) out += fmt::format(" {}: {} ({});", p.name, describe_preset(p), p.summary);
+  out.back() = '.';
+  return out;
+}
+
 TrainFlagGroups add_train_flags(CLI::App& app, TrainFlags& flags, TrainFlagSet set) {
   // ablate sweeps these (and --seeds) with flags of its own.
   std::vector<std::string> skip;
   if (set == TrainFlagSet::ablate) skip = {"n_heads", "d_k", "n_kv_heads", "seed"};
   if (set == TrainFlagSet::params) skip = {"text"};  // a text's vocabulary is read from the text
   CLI::Option_group* model = app.add_option_group("Model");
+  model->add_option("--preset", flags.preset, preset_help())->type_name("NAME");
   add_section_flags(*model, flags, &TrainConfig::model, "model", [](auto visit) { for_each_model_field(visit); },
                     skip);
   CLI::Option_group* data = app.add_option_group("Data");

@@ -1,6 +1,6 @@
 // The flags `headroom train` and `headroom ablate` share: every model, data and
-// training setting. Precedence, lowest first: the task's defaults, --config FILE,
-// the flags.
+// training setting. Precedence, lowest first: the task's defaults, --preset NAME,
+// --config FILE, the flags (docs/design.md #17).
 #pragma once
 
 #include <functional>
@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "nn/presets.hpp"
 #include "train/config.hpp"
 
 namespace headroom::cli {
@@ -17,6 +18,7 @@ namespace headroom::cli {
 // The settings the user gave; each overrides --config, which overrides the defaults.
 struct TrainFlags {
   std::string config_file;
+  std::string preset;  // --preset NAME (nn/presets.hpp); empty: none
   // The train flags given, by config key ("model.d_model"): each writes its value
   // into a TrainConfig (build_config). An enum's name is parsed there, so a bad one
   // is the same one-line error as a bad value.
@@ -41,9 +43,17 @@ enum class TrainFlagSet { train, ablate, params };
 // their order.
 TrainFlagGroups add_train_flags(CLI::App& cmd, TrainFlags& flags, TrainFlagSet set = TrainFlagSet::train);
 
-// The config the flags describe on top of `config_file` (none when empty) and the
-// task's defaults. Throws std::invalid_argument for an unreadable or invalid file.
-TrainConfig build_config(const TrainFlags& flags, const std::string& config_file);
+// The config the flags describe on top of `config_file` (none when empty), the
+// preset and the task's defaults. Throws std::invalid_argument for an unreadable or
+// invalid file, or an unknown preset. A preset's n_kv_heads rule (llama's) follows
+// the final n_heads unless --kv-heads or the file's model.n_kv_heads sets it: then
+// build_config applies it, and stores it in *kv_heads_rule when that is given (null
+// otherwise) for ablate, whose runs each have their own n_heads.
+TrainConfig build_config(const TrainFlags& flags, const std::string& config_file,
+                         KvHeadsRule* kv_heads_rule = nullptr);
+
+// The --preset flag's help: every preset with the keys it sets.
+std::string preset_help();
 
 // Throws std::invalid_argument, naming the flag, for a training flag that none of
 // `runs` reads (--momentum without sgd, --min-lr without the cosine schedule,

@@ -38,9 +38,11 @@ double d(std::size_t v) { return static_cast<double>(v); }
 
 }  // namespace
 
-std::size_t LayerParams::attention() const { return q.total() + k.total() + v.total() + o.total(); }
+std::size_t LayerParams::attention() const {
+  return q.total() + k.total() + v.total() + o.total() + qk_norm.total() + key_smear.total();
+}
 std::size_t LayerParams::attention_weights() const { return q.weights + k.weights + v.weights + o.weights; }
-std::size_t LayerParams::total() const { return attention() + ffn.total() + norms.total(); }
+std::size_t LayerParams::total() const { return attention() + ffn.total() + norms.total(); }  // attention() has qk_norm, key_smear
 
 std::size_t ModelParams::total() const {
   std::size_t n = tok_emb.total() + pos_emb.total() + ln_f.total() + head.total();
@@ -65,21 +67,29 @@ ModelParams count_parameters(const ModelConfig& config, std::size_t context) {
   layer.k = k.linear(C, k.mul(c.n_kv_heads, c.d_k));
   layer.v = k.linear(C, k.mul(c.n_kv_heads, c.d_v));
   layer.o = k.linear(c.head_combine == HeadCombine::concat ? k.mul(c.n_heads, c.d_v) : c.d_v, C);
+  if (c.qk_norm) layer.qk_norm = {.weights = k.mul(2, c.d_k), .biases = 0};  // q_norm, k_norm: (d_k) each
+  if (c.key_smear) layer.key_smear = {.weights = c.n_kv_heads, .biases = 0};
   if (!c.attn_only) {
-    const ParamPart fc1 = k.linear(C, c.d_ff), fc2 = k.linear(c.d_ff, C);
-    layer.ffn = {.weights = k.add(fc1.weights, fc2.weights), .biases = k.add(fc1.biases, fc2.biases)};
+    // MLP: fc1 (d_ff, C), fc2 (C, d_ff); SwiGLU: gate_proj and up_proj (d_ff, C), down_proj (C, d_ff).
+    const bool swiglu = c.ffn == FeedForwardType::swiglu;
+    const ParamPart in = k.linear(C, c.d_ff), out = k.linear(c.d_ff, C);
+    const std::size_t ins = swiglu ? 2 : 1;
+    layer.ffn = {.weights = k.add(k.mul(ins, in.weights), out.weights),
+                 .biases = k.add(k.mul(ins, in.biases), out.biases)};
   }
-  const std::size_t norms = normed ? (c.attn_only ? 1 : 2) : 0;  // ln1, and ln2 unless attn_only
-  layer.norms = {.weights = norms * C, .biases = norms * C};
+  // ln1, and ln2 unless attn_only; RMSNorm has a weight and no bias.
+  const std::size_t norms = normed ? (c.attn_only ? 1 : 2) : 0;
+  const bool rms = c.norm_type == NormType::rmsnorm;
+  layer.norms = {.weights = norms * C, .biases = rms ? 0 : norms * C};
   std::size_t layer_total = k.total(layer.q);
-  for (const ParamPart* p : {&layer.k, &layer.v, &layer.o, &layer.ffn, &layer.norms}) {
+  for (const ParamPart* p : {&layer.k, &layer.v, &layer.o, &layer.qk_norm, &layer.key_smear, &layer.ffn, &layer.norms}) {
     layer_total = k.add(layer_total, k.total(*p));
   }
 
   ModelParams m;
   m.tok_emb = {.weights = k.mul(c.vocab, C), .biases = 0};
   if (c.pos == PositionEncoding::learned) m.pos_emb = {.weights = k.mul(c.max_len, C), .biases = 0};
-  if (normed) m.ln_f = {.weights = C, .biases = C};
+  if (normed) m.ln_f = {.weights = C, .biases = rms ? 0 : C};
   if (!c.tie_embeddings) m.head = {.weights = k.mul(c.vocab, C), .biases = 0};
   // The total, checked once here so that total() itself cannot overflow.
   std::size_t total = k.add(k.add(m.tok_emb.total(), m.pos_emb.total()), k.add(m.ln_f.total(), m.head.total()));

@@ -15,6 +15,7 @@
 
 #include "ablate/sweep.hpp"
 #include "ablate/report.hpp"
+#include "nn/presets.hpp"
 #include "cli_runner.hpp"
 #include "support.hpp"
 
@@ -174,6 +175,81 @@ TEST_CASE("ablate flags: lists, --sweep keys and values, seeds and shards are ch
   CHECK_THROWS_WITH(hr::parse_shard("3/2"), doctest::Contains("K must be from 1 to N"));
   CHECK_THROWS(hr::parse_shard("0/2"));
   CHECK_THROWS(hr::parse_shard("1-2"));
+}
+
+TEST_CASE("ablate grid: the keys of docs/design.md #17 sweep, and the refused combinations are skipped") {
+  hr::SweepSpec spec{.base = tiny_base(), .axes = {hr::parse_sweep_flag("pos=learned,sinusoidal,rope")}, .seeds = {0}};
+  hr::SweepPlan plan = hr::plan_sweep(spec);
+  REQUIRE(plan.runs.size() == 3);
+  CHECK(plan.runs[2].id == "h4-dk4-posrope-s0");
+  CHECK(plan.runs[2].config.model.pos == hr::PositionEncoding::rope);
+  CHECK(plan.runs[1].config.model.pos == hr::PositionEncoding::sinusoidal);
+  CHECK(plan.columns.back() == "pos");
+
+  spec.axes = {hr::parse_sweep_flag("norm_type=layernorm,rmsnorm"), hr::parse_sweep_flag("ffn=mlp,swiglu"),
+               hr::parse_sweep_flag("qk_norm=false,true")};
+  plan = hr::plan_sweep(spec);
+  REQUIRE(plan.runs.size() == 8);
+  CHECK(plan.skipped.empty());
+  CHECK(plan.runs[7].id == "h4-dk4-norm_typermsnorm-ffnswiglu-qk_normtrue-s0");
+  const hr::ModelConfig& last = plan.runs[7].config.model;
+  CHECK(last.norm_type == hr::NormType::rmsnorm);
+  CHECK(last.ffn == hr::FeedForwardType::swiglu);
+  CHECK(last.qk_norm);
+  CHECK(last.d_ff == 48);  // finalized: SwiGLU's 8 ceil(16 / 3)
+  CHECK(plan.runs[0].config.model.d_ff == 64);
+  CHECK(plan.runs[7].values == std::vector<nlohmann::json>{4, 4, 4, "rmsnorm", "swiglu", true});
+
+  // ffn with attn_only is refused by the model config: that point is skipped, with why.
+  spec.base.model.attn_only = true;
+  spec.axes = {hr::parse_sweep_flag("ffn=mlp,swiglu")};
+  plan = hr::plan_sweep(spec);
+  REQUIRE(plan.runs.size() == 1);
+  REQUIRE(plan.skipped.size() == 1);
+  CHECK(plan.skipped[0].point == "ffn=swiglu");
+  CHECK(plan.skipped[0].reason.find("ffn 'swiglu' with attn_only") != std::string::npos);
+  CHECK_THROWS_WITH(hr::parse_sweep_flag("ffn=mlp,geglu"), doctest::Contains("geglu"));
+}
+
+TEST_CASE("ablate grid: a preset's kv-head rule follows each point's n_heads, unless kv heads are swept") {
+  hr::SweepSpec spec{.base = tiny_base(), .axes = {hr::parse_count_axis("--heads", "n_heads", "4,8", false)},
+                     .seeds = {0}};
+  spec.base.model.d_model = 32;
+  hr::apply_preset(hr::find_preset("llama"), spec.base.model);
+  spec.kv_heads = hr::find_preset("llama").kv_heads;
+  hr::SweepPlan plan = hr::plan_sweep(spec);
+  REQUIRE(plan.runs.size() == 2);
+  CHECK(plan.runs[0].config.model.n_kv_heads == 1);
+  CHECK(plan.runs[1].config.model.n_kv_heads == 2);
+  CHECK(plan.runs[1].values == std::vector<nlohmann::json>{8, 4, 2});
+  CHECK(plan.runs[1].config.model.ffn == hr::FeedForwardType::swiglu);
+  // A --kv-heads axis sets them itself.
+  spec.axes.push_back(hr::parse_count_axis("--kv-heads", "n_kv_heads", "4", false));
+  plan = hr::plan_sweep(spec);
+  REQUIRE(plan.runs.size() == 2);
+  CHECK(plan.runs[0].config.model.n_kv_heads == 4);
+  CHECK(plan.runs[1].config.model.n_kv_heads == 4);
+}
+
+TEST_CASE("ablate summary header: names the blocks of docs/design.md #17 that every run has") {
+  const TempDir tmp("ablate_blocks_header");
+  hr::SweepSpec spec{.base = tiny_base(), .axes = {hr::parse_sweep_flag("ffn=mlp,swiglu")}, .seeds = {0}};
+  hr::apply_preset(hr::find_preset("llama"), spec.base.model);
+  spec.base.model.qk_norm = true;
+  hr::SweepPlan plan = hr::plan_sweep(spec);
+  REQUIRE(plan.runs.size() == 2);
+  (void)hr::write_reports(plan, tmp.path(), 0.99);
+  std::string summary = read_file(tmp.path() / "summary.md");
+  INFO(summary);
+  // swiglu is swept, so only one run has it: it goes unsaid.
+  CHECK(summary.find(", 2 layers, rope, rmsnorm, qk-norm, ") != std::string::npos);
+  CHECK(summary.find("swiglu, ") == std::string::npos);
+
+  spec.base = tiny_base();  // GPT-2's blocks: nothing to name
+  plan = hr::plan_sweep(spec);
+  (void)hr::write_reports(plan, tmp.path(), 0.99);
+  summary = read_file(tmp.path() / "summary.md");
+  CHECK(summary.find(", 2 layers, 30 steps, ") != std::string::npos);
 }
 
 // ---- the noise rule ----------------------------------------------------------------
@@ -338,6 +414,32 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
     CHECK(other.output.find("holds a different sweep (runs[\"h2-dk8-s0\"].config.train.lr: 0.003 there, 0.01 here)") !=
           std::string::npos);
   }
+}
+
+TEST_CASE("headroom ablate --preset llama --heads 4,8: each run's kv heads are its own n_heads / 4") {
+  const TempDir tmp("ablate_llama");
+  const fs::path dir = tmp.path() / "sweep";
+  const CliResult r = run_headroom("ablate --preset llama --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 "
+                                   "--steps 4 --warmup 1 --eval-every 2 --heads 4,8 --seeds 1 --jobs 2 -q --out " +
+                                   dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json sweep = nlohmann::json::parse(read_file(dir / "sweep.json"));
+  REQUIRE(sweep["runs"].size() == 2);
+  CHECK(sweep["runs"][0]["id"] == "h4-dk4-s0");
+  CHECK(sweep["runs"][0]["config"]["model"]["n_kv_heads"] == 1);
+  CHECK(sweep["runs"][1]["config"]["model"]["n_kv_heads"] == 2);
+  CHECK(sweep["runs"][1]["config"]["model"]["ffn"] == "swiglu");
+  CHECK(read_file(dir / "summary.md").find(", rope, rmsnorm, swiglu, ") != std::string::npos);
+  // --kv-heads given: the rule is off.
+  const CliResult kv = run_headroom("ablate --preset llama --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 "
+                                    "--steps 2 --warmup 1 --eval-every 2 --heads 4,8 --kv-heads 4 --seeds 1 -q --out " +
+                                    (tmp.path() / "kv").string());
+  INFO(kv.output);
+  REQUIRE(kv.status == 0);
+  const nlohmann::json kv_sweep = nlohmann::json::parse(read_file(tmp.path() / "kv" / "sweep.json"));
+  REQUIRE(kv_sweep["runs"].size() == 2);
+  CHECK(kv_sweep["runs"][1]["config"]["model"]["n_kv_heads"] == 4);
 }
 
 TEST_CASE("headroom ablate: two shards merged give the unsharded results") {

@@ -100,6 +100,42 @@ TEST_CASE("model_parameter_count is parameter_count() of the model built from th
   }
 }
 
+TEST_CASE("the estimate's closed form counts the parameters of docs/design.md #17 as count_parameters does") {
+  const hr::ModelConfig base{.vocab = 11, .d_model = 16, .n_layers = 2, .n_heads = 4, .max_len = 9};
+  using P = hr::PositionEncoding;
+  for (P pos : {P::learned, P::rope, P::none})
+    for (hr::NormType nt : {hr::NormType::layernorm, hr::NormType::rmsnorm})
+      for (hr::FeedForwardType ffn : {hr::FeedForwardType::mlp, hr::FeedForwardType::swiglu})
+        for (bool extras : {false, true})
+          for (bool bias : {true, false}) {
+            hr::ModelConfig c = base;
+            c.pos = pos, c.norm_type = nt, c.ffn = ffn, c.bias = bias;
+            c.qk_norm = extras, c.key_smear = extras, c.n_kv_heads = extras ? 2 : 0;
+            c.pos_qk_only = extras && pos == P::learned;
+            const std::string what = hr::model_config_to_json(c);
+            CHECK_MESSAGE(hr::estimate_eval_memory(c, 1, 4).parameters == 4.0 * hr::model_parameter_count(c), what);
+          }
+}
+
+TEST_CASE("the estimate's activations grow with RoPE, QK-norm and the key smear, and SwiGLU's default d_ff") {
+  hr::TrainConfig c;
+  c.model.d_model = 48;
+  c.data.vocab = 10;
+  const double plain = hr::estimate_training_memory(c).activations;
+  hr::TrainConfig rope = c;
+  rope.model.pos = hr::PositionEncoding::rope;
+  CHECK(hr::estimate_training_memory(rope).activations > plain);
+  hr::TrainConfig qk = c;
+  qk.model.qk_norm = true, qk.model.key_smear = true;
+  CHECK(hr::estimate_training_memory(qk).activations > plain);
+  // SwiGLU's default d_ff, 8 ceil(48 / 3) = 128, is narrower than the MLP's 192, and each keeps 3 of them.
+  hr::TrainConfig swiglu = c, narrow = c;
+  swiglu.model.ffn = hr::FeedForwardType::swiglu;
+  narrow.model.d_ff = 128;
+  CHECK(hr::estimate_training_memory(swiglu).activations == hr::estimate_training_memory(narrow).activations);
+  CHECK(hr::estimate_training_memory(swiglu).activations < plain);
+}
+
 TEST_CASE("a training step's estimate: gradients, Adam state 2 and SGD momentum 1 per parameter") {
   hr::TrainConfig c;
   c.model.d_model = 32;

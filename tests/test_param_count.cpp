@@ -27,11 +27,15 @@ std::string group_of(const std::string& name) {
   REQUIRE_MESSAGE(name.rfind("blocks.", 0) == 0, name);
   const std::size_t dot = name.find('.', 7);
   const std::string layer = name.substr(7, dot - 7), rest = name.substr(dot + 1);
-  const std::map<std::string, std::string> parts{{"attn.q_proj", "q"}, {"attn.k_proj", "k"}, {"attn.v_proj", "v"},
-                                                 {"attn.out_proj", "o"}, {"ffn.fc1", "ffn"}, {"ffn.fc2", "ffn"},
-                                                 {"ln1", "norms"}, {"ln2", "norms"}};
+  const std::map<std::string, std::string> parts{
+      {"attn.q_proj", "q"},         {"attn.k_proj", "k"},       {"attn.v_proj", "v"},
+      {"attn.out_proj", "o"},       {"attn.q_norm", "qk_norm"}, {"attn.k_norm", "qk_norm"},
+      {"attn.key_smear", "key_smear"}, {"ffn.fc1", "ffn"},     {"ffn.fc2", "ffn"},
+      {"ffn.gate_proj", "ffn"},     {"ffn.up_proj", "ffn"},     {"ffn.down_proj", "ffn"},
+      {"ln1", "norms"},             {"ln2", "norms"}};
   for (const auto& [prefix, part] : parts) {
-    if (rest.rfind(prefix + ".", 0) == 0) return layer + "." + part + wb;
+    // attn.key_smear is a bare tensor, the others a module's .weight and .bias.
+    if (rest == prefix || rest.rfind(prefix + ".", 0) == 0) return layer + "." + part + wb;
   }
   FAIL("a parameter of no group: " << name);
   return "";
@@ -55,10 +59,28 @@ std::map<std::string, std::size_t> counted(const hr::ModelParams& m) {
     put(n + "k", l.k);
     put(n + "v", l.v);
     put(n + "o", l.o);
+    put(n + "qk_norm", l.qk_norm);
+    put(n + "key_smear", l.key_smear);
     put(n + "ffn", l.ffn);
     put(n + "norms", l.norms);
   }
   return out;
+}
+
+// The counter's groups, its total, its attention and KV-cache numbers against a model
+// built from `c`.
+void check_against_built(const hr::ModelConfig& c) {
+  hr::Rng rng(3);
+  const hr::TransformerLM<float> model(c, rng);
+  std::map<std::string, std::size_t> built;
+  for (const auto& [name, p] : model.named_parameters()) built[group_of(name)] += p.value().size();
+  const hr::ModelParams m = hr::count_parameters(c, 9);
+  const std::string what = hr::model_config_to_json(c);
+  CHECK_MESSAGE(counted(m) == built, what);
+  CHECK_MESSAGE(m.total() == model.parameter_count(), what);
+  CHECK_MESSAGE(m.layers[0].attention() == hr::attention_parameter_count(hr::attention_options(c)), what);
+  CHECK_MESSAGE(m.kv_cache_bytes_per_token == c.n_layers * 4 * hr::kv_cache_floats_per_token(hr::attention_options(c)),
+                what);
 }
 
 }  // namespace
@@ -78,21 +100,74 @@ TEST_CASE("count_parameters equals a built model's parameters, group by group, o
                 c.attn_only = attn_only;
                 if (variant == 1) c.bias = false, c.tie_embeddings = true;
                 if (variant == 2) c.pos = hr::PositionEncoding::sinusoidal, c.n_layers = 1, c.d_ff = attn_only ? 0 : 7;
-                hr::Rng rng(3);
-                const hr::TransformerLM<float> model(c, rng);
-                std::map<std::string, std::size_t> built;
-                for (const auto& [name, p] : model.named_parameters()) built[group_of(name)] += p.value().size();
-                const hr::ModelParams m = hr::count_parameters(c, 9);
-                const std::string what = hr::model_config_to_json(c);
-                CHECK_MESSAGE(counted(m) == built, what);
-                CHECK_MESSAGE(m.total() == model.parameter_count(), what);
-                CHECK_MESSAGE(m.layers[0].attention() == hr::attention_parameter_count(hr::attention_options(c)), what);
-                CHECK_MESSAGE(m.kv_cache_bytes_per_token ==
-                                  c.n_layers * 4 * hr::kv_cache_floats_per_token(hr::attention_options(c)),
-                              what);
+                check_against_built(c);
                 ++cases;
               }
   CHECK(cases == 3 * 2 * 2 * 2 * 3 * 2 * 3);
+}
+
+TEST_CASE("count_parameters equals a built model's parameters over the keys of docs/design.md #17") {
+  // d_model 16 and 4 heads: d_k 4, even, as RoPE needs.
+  const hr::ModelConfig base{.vocab = 11, .d_model = 16, .n_layers = 2, .n_heads = 4, .max_len = 9};
+  using P = hr::PositionEncoding;
+  std::size_t cases = 0;
+  for (P pos : {P::learned, P::sinusoidal, P::rope, P::none})
+    for (hr::NormType nt : {hr::NormType::layernorm, hr::NormType::rmsnorm})
+      for (hr::FeedForwardType ffn : {hr::FeedForwardType::mlp, hr::FeedForwardType::swiglu})
+        for (bool qk_norm : {false, true})
+          for (bool key_smear : {false, true})
+            for (std::size_t kv : {0, 1})  // MHA, MQA
+              for (int variant = 0; variant < 3; ++variant) {
+                hr::ModelConfig c = base;
+                c.pos = pos, c.norm_type = nt, c.ffn = ffn, c.qk_norm = qk_norm, c.key_smear = key_smear;
+                c.n_kv_heads = kv;
+                const bool table = pos == P::learned || pos == P::sinusoidal;
+                if (variant == 1) {
+                  c.bias = false, c.tie_embeddings = true, c.norm = hr::NormPlacement::post, c.d_ff = 7;
+                  c.pos_qk_only = table;
+                  if (pos == P::rope) c.rope_base = 500;
+                }
+                if (variant == 2) {
+                  // No norms (a norm type needs norms), attention-only (SwiGLU needs a feed-forward).
+                  if (nt == hr::NormType::layernorm) c.norm = hr::NormPlacement::none;
+                  c.attn_only = ffn == hr::FeedForwardType::mlp;
+                  c.d_k = 6, c.d_v = 2, c.head_combine = hr::HeadCombine::sum, c.n_layers = 1;
+                }
+                check_against_built(c);
+                ++cases;
+              }
+  CHECK(cases == 4 * 2 * 2 * 2 * 2 * 2 * 3);
+}
+
+TEST_CASE("count_parameters: RMSNorm, QK-norm, the key smear and SwiGLU by hand") {
+  // d_model 12, 2 heads of d_k 6, 1 kv head, 3 layers, SwiGLU's default d_ff 8 ceil(12 / 3) = 32.
+  const hr::ModelConfig c{.vocab = 10, .d_model = 12, .n_layers = 3, .n_heads = 2, .n_kv_heads = 1, .max_len = 20,
+                          .pos = hr::PositionEncoding::rope, .bias = false, .norm_type = hr::NormType::rmsnorm,
+                          .ffn = hr::FeedForwardType::swiglu, .qk_norm = true, .key_smear = true};
+  const hr::ModelParams m = hr::count_parameters(c, 20);
+  REQUIRE(m.layers.size() == 3);
+  const hr::LayerParams& l = m.layers[0];
+  CHECK(m.pos_emb.total() == 0);  // rope: no table
+  CHECK(l.norms.weights == 2u * 12);
+  CHECK(l.norms.biases == 0);
+  CHECK(m.ln_f.weights == 12);
+  CHECK(m.ln_f.biases == 0);
+  CHECK(l.qk_norm.weights == 2u * 6);
+  CHECK(l.key_smear.weights == 1);
+  CHECK(l.ffn.weights == 3u * 12 * 32);
+  CHECK(l.ffn.biases == 0);
+  CHECK(l.attention_weights() == 12u * 12 + 12u * 6 * 2 + 12u * 12);  // q, k and v of one kv head, o
+  CHECK(l.attention() == l.attention_weights() + 12 + 1);
+  CHECK(m.total() == 10u * 12 + 3 * (l.attention() + 3u * 12 * 32 + 24) + 12 + 10u * 12);
+  // With biases SwiGLU has three: gate_proj and up_proj (d_ff), down_proj (d_model).
+  hr::ModelConfig biased = c;
+  biased.bias = true;
+  CHECK(hr::count_parameters(biased, 20).layers[0].ffn.biases == 32u + 32 + 12);
+  // The FLOPs: 2 per weight of the three matrices; the gating and RoPE are not counted.
+  hr::ModelConfig mlp = c;
+  mlp.ffn = hr::FeedForwardType::mlp, mlp.d_ff = 32, mlp.pos = hr::PositionEncoding::none;
+  CHECK(m.forward_flops_per_token - hr::count_parameters(mlp, 20).forward_flops_per_token ==
+        doctest::Approx(2.0 * 3 * 12 * 32));
 }
 
 TEST_CASE("count_parameters: the groups an attention-only model without norms has") {

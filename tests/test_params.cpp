@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -158,4 +159,153 @@ TEST_CASE("an attention-only model without LayerNorm trains, and heads and atten
   INFO(attention.output);
   CHECK(attention.status == 0);
   CHECK(fs::file_size(svg) > 0);
+}
+
+// ---- presets and the keys of docs/design.md #17 -----------------------------------
+
+TEST_CASE("headroom params --preset llama: the resolved config, SwiGLU's three matrices, RMSNorm without bias") {
+  const CliResult r = run_headroom("params --preset llama --json");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  const nlohmann::json& c = j["config"];
+  CHECK(c["pos"] == "rope");
+  CHECK(c["norm_type"] == "rmsnorm");
+  CHECK(c["ffn"] == "swiglu");
+  CHECK(c["norm"] == "pre");
+  CHECK(c["bias"] == false);
+  CHECK(c["tie_embeddings"] == false);
+  CHECK(c["n_heads"] == 4);
+  CHECK(c["n_kv_heads"] == 1);  // 4 heads / 4
+  CHECK(c["d_ff"] == 176);      // 8 ceil(64 / 3)
+  CHECK(j["preset"] == "llama");
+  CHECK(j["pos_emb"]["total"] == 0);
+  CHECK(j["layers"][0]["ffn"]["weights"] == 3 * 64 * 176);
+  CHECK(j["layers"][0]["ffn"]["biases"] == 0);
+  CHECK(j["layers"][0]["norms"]["weights"] == 2 * 64);
+  CHECK(j["layers"][0]["norms"]["biases"] == 0);
+  CHECK(j["ln_f"]["biases"] == 0);
+  CHECK(j["layers"][0]["k"]["weights"] == 64 * 16);  // one kv head of d_k 16
+
+  const CliResult table = run_headroom("params --preset llama");
+  INFO(table.output);
+  REQUIRE(table.status == 0);
+  CHECK(table.output.find("d_ff 176, pre-norm, rope, rmsnorm, swiglu\n") != std::string::npos);
+  CHECK(table.output.find("\npreset llama: norm=pre pos=rope bias=false tie_embeddings=false norm_type=rmsnorm "
+                          "ffn=swiglu n_kv_heads=1\n") != std::string::npos);
+  CHECK(row(table.output, "  ffn (gate, up, down)").find("33,792") != std::string::npos);  // 3 x 64 x 176
+  CHECK(row(table.output, "  norms (ln1, ln2) rmsnorm").find("128") != std::string::npos);
+  // A flag over one of its keys is marked.
+  const CliResult learned = run_headroom("params --preset llama --pos learned");
+  INFO(learned.output);
+  REQUIRE(learned.status == 0);
+  CHECK(learned.output.find(" pos=learned (changed) ") != std::string::npos);
+  CHECK(learned.output.find("d_ff 176, pre-norm, rmsnorm, swiglu\n") != std::string::npos);
+}
+
+TEST_CASE("headroom params: qk norms and the key smear get rows of their own") {
+  const CliResult r = run_headroom("params --qk-norm --key-smear --kv-heads 2 --pos none");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("pre-norm, no positions, qk-norm, key smear\n") != std::string::npos);
+  CHECK(row(r.output, "  attention qk norms (q_norm, k_norm)").find("32") != std::string::npos);  // 2 x d_k 16
+  CHECK(row(r.output, "  attention key smear").find("2") != std::string::npos);
+  // The attention row sums all six: 4096 + 2 x 2048 + 4096 weights, 64 + 2 x 32 + 64 biases, 32 + 2.
+  CHECK(row(r.output, "  attention ").find("12,514") != std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(run_headroom("params --json --qk-norm --key-smear --kv-heads 2").output);
+  CHECK(j["layers"][0]["qk_norm"]["weights"] == 32);
+  CHECK(j["layers"][0]["key_smear"]["weights"] == 2);
+  CHECK(j["layers"][0]["attention"] == 12'514);
+  const CliResult plain = run_headroom("params");
+  CHECK(plain.output.find("qk norms") == std::string::npos);
+  CHECK(plain.output.find("key smear") == std::string::npos);
+}
+
+TEST_CASE("--preset sits under --config, which sits under the flags, and llama's kv heads follow n_heads") {
+  const TempDir tmp("params_preset");
+  auto config_of = [](const std::string& args) {
+    const CliResult r = run_headroom("params --json " + args);
+    INFO(args << "\n" << r.output);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.output)["config"];
+  };
+  const fs::path file = tmp.path() / "c.json", kv_file = tmp.path() / "kv.json";
+  std::ofstream(file) << R"({"model": {"pos": "learned", "n_heads": 8}})";
+  std::ofstream(kv_file) << R"({"model": {"n_kv_heads": 4, "n_heads": 8}})";
+  const std::string with_file = "--preset llama --config " + file.string();
+  nlohmann::json c = config_of(with_file);
+  CHECK(c["pos"] == "learned");  // the file over the preset
+  CHECK(c["ffn"] == "swiglu");   // the preset's, not overridden
+  CHECK(c["n_kv_heads"] == 2);   // the file's 8 heads / 4
+  c = config_of(with_file + " --pos sinusoidal");
+  CHECK(c["pos"] == "sinusoidal");  // the flag over the file
+  c = config_of(with_file + " --heads 16");
+  CHECK(c["n_kv_heads"] == 4);  // the flag's 16 heads / 4
+  c = config_of(with_file + " --kv-heads 8");
+  CHECK(c["n_kv_heads"] == 8);  // a flag sets it: no rule
+  c = config_of("--preset llama --config " + kv_file.string());
+  CHECK(c["n_kv_heads"] == 4);  // the file sets it: no rule
+  c = config_of("--preset llama --heads 8");
+  CHECK(c["n_kv_heads"] == 2);
+  c = config_of("--preset llama --heads 2 --d-model 64");
+  CHECK(c["n_kv_heads"] == 2);  // 4 does not divide 2
+  CHECK(config_of("--preset gpt2") == config_of(""));  // gpt2 is the defaults
+}
+
+TEST_CASE("--preset: an unknown name is one line listing the presets, and --help lists every key they set") {
+  const TempDir tmp("preset_unknown");
+  const std::string out = (tmp.path() / "sweep").string();
+  for (const std::string& args : std::vector<std::string>{"params --preset gpt3", "train --preset gpt3 --no-save",
+                                  "ablate --preset gpt3 --heads 1,2 --out " + out}) {
+    check_refused(args, "--preset gpt3: unknown preset 'gpt3' (presets: gpt2, llama)");
+  }
+  CHECK_FALSE(fs::exists(out));
+  for (const char* command : {"params", "train", "ablate"}) {
+    const CliResult help = run_headroom(std::string(command) + " --help");
+    INFO(command << "\n" << help.output);
+    CHECK(help.status == 0);
+    CHECK(help.output.find("--preset") != std::string::npos);
+    // Help text may wrap: compare with the whitespace squeezed.
+    std::string flat;
+    for (char ch : help.output) {
+      if (ch == '\n' || ch == ' ') {
+        if (!flat.empty() && flat.back() != ' ') flat += ' ';
+      } else {
+        flat += ch;
+      }
+    }
+    CHECK(flat.find("llama: norm=pre pos=rope bias=false tie_embeddings=false norm_type=rmsnorm ffn=swiglu "
+                    "n_kv_heads=n_heads / 4 where 4 divides n_heads, else n_heads") != std::string::npos);
+    CHECK(flat.find("gpt2: norm=pre activation=gelu pos=learned bias=true tie_embeddings=false norm_type=layernorm "
+                    "ffn=mlp") != std::string::npos);
+  }
+}
+
+TEST_CASE("headroom train --preset llama: config.json records the resolved keys, and the first line names the blocks") {
+  const TempDir tmp("train_llama");
+  const fs::path run = tmp.path() / "run";
+  const CliResult r = run_headroom("train --preset llama --task copy --steps 2 --eval-every 2 --d-model 16 --layers 1 "
+                                   "--heads 8 --quiet --out " + run.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json c = nlohmann::json::parse(read_file(run / "config.json"));
+  CHECK_FALSE(c["model"].contains("preset"));  // the keys, not the name
+  CHECK(c["model"]["pos"] == "rope");
+  CHECK(c["model"]["norm_type"] == "rmsnorm");
+  CHECK(c["model"]["ffn"] == "swiglu");
+  CHECK(c["model"]["bias"] == false);
+  CHECK(c["model"]["n_kv_heads"] == 2);  // 8 heads / 4
+  CHECK(c["model"]["d_ff"] == 48);       // 8 ceil(16 / 3)
+  // The run's config.json alone gives the same model.
+  const CliResult again = run_headroom("params --json --config " + (run / "config.json").string());
+  REQUIRE(again.status == 0);
+  CHECK(nlohmann::json::parse(again.output)["config"] == c["model"]);
+
+  const CliResult line = run_headroom("train --preset llama --task copy --steps 2 --eval-every 2 --d-model 16 "
+                                      "--layers 1 --qk-norm --no-save");
+  INFO(line.output);
+  REQUIRE(line.status == 0);
+  CHECK(line.output.find("d_k 4, d_v 4, pre-norm, rope, rmsnorm, swiglu, qk-norm\n") != std::string::npos);
+  const CliResult plain = run_headroom("train --task copy --steps 2 --eval-every 2 --d-model 16 --layers 1 --no-save");
+  CHECK(plain.output.find("d_k 4, d_v 4, pre-norm\n") != std::string::npos);
 }

@@ -24,7 +24,9 @@ constexpr double kIndex = 8;  // bytes: a token id (Index)
 struct Sizes {
   double V, C, L, H, G, dk, dv, dff, max_len, bias;
   double norms;  // LayerNorms per block: 2, 1 with attn_only, 0 with no norm
-  bool concat, learned, tied, normed;
+  double norm_params;  // per norm and channel: 2 for LayerNorm (weight, bias), 1 for RMSNorm
+  double ffn_in;       // matrices from d_model to d_ff: 1 for the MLP's fc1, 2 for SwiGLU's gate and up
+  bool concat, learned, tied, normed, rope, qk_norm, key_smear, pos_qk_only;
 };
 
 Sizes sizes_of(const ModelConfig& m, std::size_t seq_len) {
@@ -37,7 +39,7 @@ Sizes sizes_of(const ModelConfig& m, std::size_t seq_len) {
   s.G = m.n_kv_heads == 0 ? s.H : d(m.n_kv_heads);
   s.dk = m.d_k == 0 ? std::floor(s.C / s.H) : d(m.d_k);
   s.dv = m.d_v == 0 ? s.dk : d(m.d_v);
-  s.dff = m.attn_only ? 0 : m.d_ff == 0 ? 4 * s.C : d(m.d_ff);
+  s.dff = m.attn_only ? 0 : m.d_ff == 0 ? d(default_d_ff(m.d_model, m.ffn)) : d(m.d_ff);
   s.max_len = m.max_len == 0 ? d(seq_len) : d(m.max_len);
   s.bias = m.bias ? 1 : 0;
   s.concat = m.head_combine == HeadCombine::concat;
@@ -45,22 +47,37 @@ Sizes sizes_of(const ModelConfig& m, std::size_t seq_len) {
   s.tied = m.tie_embeddings;
   s.normed = m.norm != NormPlacement::none;
   s.norms = s.normed ? (m.attn_only ? 1 : 2) : 0;
+  s.norm_params = m.norm_type == NormType::rmsnorm ? 1 : 2;
+  s.ffn_in = m.ffn == FeedForwardType::swiglu ? 2 : 1;
+  s.rope = m.pos == PositionEncoding::rope;
+  s.qk_norm = m.qk_norm;
+  s.key_smear = m.key_smear;
+  s.pos_qk_only = m.pos_qk_only;
   return s;
 }
 
 double parameters(const Sizes& s) {
   const double attention = (s.C + s.bias) * (s.H * s.dk + s.G * s.dk + s.G * s.dv) +
-                           s.C * (s.concat ? s.H * s.dv : s.dv) + s.bias * s.C;
-  const double ffn = s.dff == 0 ? 0 : 2 * s.C * s.dff + s.bias * (s.dff + s.C);
-  const double block = 2 * s.norms * s.C + attention + ffn;
-  return s.V * s.C + (s.learned ? s.max_len * s.C : 0) + s.L * block + (s.normed ? 2 * s.C : 0) +
+                           s.C * (s.concat ? s.H * s.dv : s.dv) + s.bias * s.C +
+                           (s.qk_norm ? 2 * s.dk : 0) + (s.key_smear ? s.G : 0);
+  const double ffn = s.dff == 0 ? 0 : (s.ffn_in + 1) * s.C * s.dff + s.bias * (s.ffn_in * s.dff + s.C);
+  const double block = s.norm_params * s.norms * s.C + attention + ffn;
+  return s.V * s.C + (s.learned ? s.max_len * s.C : 0) + s.L * block + (s.normed ? s.norm_params * s.C : 0) +
          (s.tied ? 0 : s.C * s.V);
 }
 
-// Floats one layer's forward pass keeps, and the embeddings' and the head's.
+// Floats one layer's forward pass keeps, and the embeddings' and the head's. The
+// feed-forward is 3 d_ff-wide tensors: the MLP's as measured (docs/cli/train.md,
+// Limits), SwiGLU's gate_proj and up_proj outputs and the gated product (the fused
+// op keeps no more). RMSNorm keeps what LayerNorm keeps less the mean: counted the same.
+// The blocks of docs/design.md #17 add their outputs: QK-norm's normed q and k,
+// the smeared k, RoPE's rotated q and k, pos_qk_only's x + P (one, shared by q and k).
 double layer_activations(const Sizes& s, double B, double T) {
   const double BT = B * T;
-  return BT * (7 * s.C + s.H * s.dk + 2 * s.G * s.dk + s.G * s.dv + 2 * s.H * s.dv + 3 * s.dff) +
+  const double qk = s.H * s.dk + s.G * s.dk;
+  const double extra = (s.qk_norm ? qk : 0) + (s.key_smear ? s.G * s.dk : 0) + (s.rope ? qk : 0) +
+                       (s.pos_qk_only ? s.C : 0);
+  return BT * (7 * s.C + s.H * s.dk + 2 * s.G * s.dk + s.G * s.dv + 2 * s.H * s.dv + 3 * s.dff + extra) +
          B * s.H * T * T;  // the fused attention op keeps only the weights
 }
 double outer_activations(const Sizes& s, double B, double T) { return B * T * (3 * s.C + 3 * s.V); }
