@@ -308,6 +308,43 @@ TEST_CASE("headroom attention --example: the SVG, and weights that are the model
   CHECK(read_file(dir / "default.svg") == read_file(dir / "zero.svg"));
 }
 
+TEST_CASE("headroom attention on a llama-style model: the model's own weights, row-stochastic and causal") {
+  const TempDir tmp("attention_llama");
+  const fs::path& dir = tmp.path();
+  const CliResult trained = run_headroom(
+      "train --task repeat --seq-len 8 --vocab 12 --steps 20 --d-model 16 --heads 4 --kv-heads 2 --pos rope "
+      "--norm-type rmsnorm --ffn swiglu --no-bias --qk-norm --key-smear -q --out " + dir.string());
+  INFO(trained.output);
+  REQUIRE(trained.status == 0);
+  const CliResult r = run_headroom("attention --model " + dir.string() + " --example 1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const hr::SafetensorsFile f = hr::read_safetensors(dir / "attention.safetensors");
+  CHECK(shape_of(f, "layer.0") == hr::Shape{4, 8, 8});
+  const hr::IndexArray tokens = hr::from_record<hr::Index>(*f.find("tokens"), "tokens");
+  hr::set_threads(1);
+  hr::LoadedModel<float> loaded = hr::load_model<float>(dir / "model.safetensors");
+  CHECK(loaded.config.pos == hr::PositionEncoding::rope);
+  CHECK(loaded.config.key_smear);
+  loaded.model->eval();
+  hr::NoGrad no_grad;
+  std::vector<hr::Tensor<float>> expected;
+  hr::IndexArray batch = tokens;
+  batch.reshape({1, 8});
+  (void)loaded.model->forward(batch, &expected);
+  REQUIRE(expected.size() == 2);
+  for (std::size_t l = 0; l < 2; ++l) {
+    const std::string name = fmt::format("layer.{}", l);
+    const xt::xarray<float> w = hr::from_record<float>(*f.find(name), name);
+    check_rows(w, name);
+    const xt::xarray<float>& e = expected[l].value();
+    REQUIRE(e.size() == w.size());
+    float worst = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::abs(w.data()[i] - e.data()[i]));
+    CHECK(worst <= 1e-6f);
+  }
+}
+
 TEST_CASE("headroom attention --input: the user's ids, at any length up to max_len, to the files asked for") {
   const fs::path& dir = induction_model();
   const TempDir out_tmp("attention_input");

@@ -302,21 +302,20 @@ TEST_CASE("current blocks: without positions a non-causal model is permutation-e
   CHECK(max_gap(rope) > 1e-3);
 }
 
-TEST_CASE("current blocks: with positions in q and k only, the values and the residual carry none") {
-  // One attention-only layer on a row of one repeated token: every value is the same
-  // vector, so whatever the weights, every position's output is the same. With the
-  // positions added to the input instead, the positions differ.
-  auto spread = [](bool qk_only) {
+TEST_CASE("current blocks: with positions in q and k only, or rope, the values and the residual carry none") {
+  // One attention-only layer on a row of one repeated token: when nothing is added to
+  // the input, every value is the same vector, so whatever the weights, every
+  // position's output is the same. With the positions added to the input, they differ.
+  auto spread = [](hr::ModelConfig config) {
+    config.vocab = 7, config.d_model = 8, config.n_layers = 1, config.n_heads = 2, config.max_len = 6;
+    config.attn_only = true;
     hr::Rng rng(5);
-    hr::TransformerLM<double> model({.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 2, .max_len = 6,
-                                     .attn_only = true, .pos_qk_only = qk_only},
-                                    rng);
+    hr::TransformerLM<double> model(config, rng);
     scramble(model, 80);
     hr::NoGrad no_grad;
     const hr::IndexArray tokens = {{3, 3, 3, 3, 3}};
-    const xt::xarray<double> y = model.forward(tokens).value();
     std::vector<hr::Tensor<double>> weights;
-    model.forward(tokens, &weights);
+    const xt::xarray<double> y = model.forward(tokens, &weights).value();
     double gap = 0;
     for (std::size_t t = 1; t < 5; ++t)
       for (std::size_t v = 0; v < 7; ++v) gap = std::max(gap, std::abs(y(0, t, v) - y(0, 0, v)));
@@ -324,8 +323,14 @@ TEST_CASE("current blocks: with positions in q and k only, the values and the re
     const xt::xarray<double> w = weights[0].value();
     return std::pair{gap, std::abs(w(0, 0, 4, 0) - w(0, 0, 4, 1))};
   };
-  const auto [qk_gap, qk_weights] = spread(true);
-  CHECK(qk_gap < 1e-12);
-  CHECK(qk_weights > 1e-3);
-  CHECK(spread(false).first > 1e-3);
+  for (const hr::ModelConfig& c : {hr::ModelConfig{.pos_qk_only = true},
+                                   hr::ModelConfig{.pos = PositionEncoding::sinusoidal, .pos_qk_only = true},
+                                   hr::ModelConfig{.pos = PositionEncoding::rope}}) {
+    CAPTURE(hr::to_string(c.pos));
+    const auto [gap, weight_gap] = spread(c);
+    CHECK(gap < 1e-12);
+    CHECK(weight_gap > 1e-3);
+  }
+  CHECK(spread({}).first > 1e-3);  // learned positions added to the input
+  CHECK(spread({.pos = PositionEncoding::sinusoidal}).first > 1e-3);
 }

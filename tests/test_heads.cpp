@@ -245,3 +245,26 @@ TEST_CASE("heads_by: increasing importance normalised per layer, or raw, ties in
   CHECK(hr::heads_by(r, &hr::HeadStats::importance_in_layer) == Order{{0, 0}, {1, 1}, {0, 1}, {1, 0}});
   CHECK(hr::heads_by(r, &hr::HeadStats::importance) == Order{{1, 1}, {1, 0}, {0, 0}, {0, 1}});
 }
+
+TEST_CASE("headroom heads works on a llama-style model: rope, RMSNorm, SwiGLU, no bias, qk_norm, key smear") {
+  const TempDir tmp("heads_llama");
+  const fs::path& dir = tmp.path();
+  const CliResult trained =
+      run_headroom("train --task copy --steps 30 --d-model 16 --heads 4 --kv-heads 2 --pos rope --norm-type rmsnorm "
+                   "--ffn swiglu --no-bias --qk-norm --key-smear -q --out " + dir.string());
+  INFO(trained.output);
+  REQUIRE(trained.status == 0);
+  const CliResult r = run_headroom("heads --model " + dir.string() + " --prune");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto heads = read_csv(dir / "heads.csv");
+  REQUIRE(heads.size() == 1 + 2 * 4);  // 2 layers of 4 query heads
+  const auto prune = read_csv(dir / "prune.csv");
+  REQUIRE(prune.size() == 1 + 4 * 9);
+  // Every order starts from the full model and ends with every head removed, whose
+  // loss differs from the full model's: the gates reach this model's heads.
+  CHECK(prune[1][1] == "0");
+  CHECK(prune[9][1] == "8");
+  CHECK(std::isfinite(std::stod(prune[1][3])));
+  CHECK(std::stod(prune[9][3]) != doctest::Approx(std::stod(prune[1][3])).epsilon(1e-3));
+}
