@@ -377,6 +377,75 @@ std::vector<CaseDef> build_cases() {
                                    },
                                    any({dim(r, 2), dim(r, 3, 6)}, r));
                }});
+
+  // The ops of Llama-style blocks (ops_modern.cpp), after the others so that their
+  // cases' streams (seeded by position) stay as they were.
+  add_unary_cases(c, "sigmoid", [](const D& x) { return sigmoid(x); }, any);
+  c.push_back({"sigmoid", "large |x| (saturated tails)", [=](Rng& r) {
+                 return unary_case([](const D& x) { return sigmoid(x); },
+                                   uniform_leaf({dim(r, 2), dim(r, 2)}, r, -30.0, 30.0));
+               }});
+  c.push_back({"rms_norm", "random rows", [=](Rng& r) {
+                 const std::size_t ch = dim(r, 2, 6);
+                 Inputs in{any({dim(r, 2), dim(r, 2), ch}, r), any({ch}, r)};
+                 return Prepared{shapes_of(in), in, [](const Inputs& x) { return rms_norm(x[0], x[1], 1e-5); }};
+               }});
+  c.push_back({"rms_norm", "transposed input", [=](Rng& r) {
+                 const std::size_t ch = dim(r, 2, 5);
+                 Inputs in{any({ch, dim(r, 2)}, r), any({ch}, r)};
+                 return Prepared{"transpose" + shapes_of(in), in,
+                                 [](const Inputs& x) { return rms_norm(transpose(x[0]), x[1], 1e-5); }};
+               }});
+  c.push_back({"rms_norm", "small rows, mean square near eps", [=](Rng& r) {
+                 const std::size_t ch = dim(r, 2, 5);
+                 Inputs in{uniform_leaf({dim(r, 2), ch}, r, -4e-3, 4e-3), any({ch}, r)};
+                 return Prepared{shapes_of(in), in, [](const Inputs& x) { return rms_norm(x[0], x[1], 1e-5); }};
+               }});
+  c.push_back({"rms_norm", "size-1 edges", [=](Rng& r) {
+                 Inputs in{any({1, 1, dim(r, 1, 3)}, r)};
+                 in.push_back(any({in[0].shape()[2]}, r));
+                 return Prepared{shapes_of(in), in, [](const Inputs& x) { return rms_norm(x[0], x[1], 1e-5); }};
+               }});
+  c.push_back({"swiglu", "same shape", [=](Rng& r) {
+                 const Shape s{dim(r), dim(r), dim(r)};
+                 Inputs in{uniform_leaf(s, r, -4.0, 4.0), any(s, r)};
+                 return Prepared{shapes_of(in), in, [](const Inputs& x) { return swiglu(x[0], x[1]); }};
+               }});
+  c.push_back({"swiglu", "transposed inputs", [=](Rng& r) {
+                 const Shape s{dim(r, 2), dim(r, 2)};
+                 Inputs in{uniform_leaf(s, r, -4.0, 4.0), any(s, r)};
+                 return Prepared{"transpose" + shapes_of(in), in,
+                                 [](const Inputs& x) { return swiglu(transpose(x[0]), transpose(x[1])); }};
+               }});
+  c.push_back({"swiglu", "size-1 axes", [=](Rng& r) {
+                 const Shape s{1, dim(r), 1};
+                 Inputs in{uniform_leaf(s, r, -4.0, 4.0), any(s, r)};
+                 return Prepared{shapes_of(in), in, [](const Inputs& x) { return swiglu(x[0], x[1]); }};
+               }});
+  struct RopeCase {
+    const char* what;
+    std::size_t heads, d;
+    double base;
+    std::size_t offset;
+  };
+  // base 10 rather than 10000 in most cases, so that the higher pairs turn by
+  // angles of order one at these short lengths too.
+  for (const RopeCase a : {RopeCase{"1 head, offset 0", 1, 4, 10000.0, 0},
+                           RopeCase{"3 heads, offset 5", 3, 4, 10.0, 5},
+                           RopeCase{"2 heads, d 2, offset 1", 2, 2, 10.0, 1},
+                           RopeCase{"2 heads, d 6, offset 1000", 2, 6, 100.0, 1000}}) {
+    c.push_back({"rope", a.what, [=](Rng& r) {
+                   Inputs in{any({dim(r, 1, 3), dim(r, 1, 4), a.heads * a.d}, r)};
+                   return Prepared{fmt::format("{}, H {}, base {}", shapes_of(in), a.heads, a.base), in,
+                                   [a](const Inputs& x) { return rope(x[0], a.heads, a.base, a.offset); }};
+                 }});
+  }
+  c.push_back({"rope", "transposed input, base 10, offset 3", [=](Rng& r) {
+                 // x (H d, T, B) transposed to (B, T, H d).
+                 Inputs in{any({4, dim(r, 2, 4), dim(r, 1, 2)}, r)};
+                 return Prepared{"transpose(0, 2) of " + shapes_of(in) + ", H 2", in,
+                                 [](const Inputs& x) { return rope(transpose(x[0], 0, 2), 2, 10.0, 3); }};
+               }});
   return c;
 }
 
@@ -394,7 +463,7 @@ const std::vector<std::string>& op_names() {
       "relu",      "gelu",          "gelu_tanh", "pow",         "sum",     "mean",
       "reshape",   "transpose",     "permute",   "concat",      "slice",   "split",
       "matmul",    "linear",      "softmax",       "log_softmax", "cross_entropy", "embedding", "masked_fill",
-      "layer_norm", "attention", "dropout"};
+      "layer_norm", "attention", "dropout", "sigmoid", "rms_norm", "swiglu", "rope"};
   return names;
 }
 

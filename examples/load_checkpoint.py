@@ -18,16 +18,27 @@ The model is built from the config in the file's __metadata__ and follows
 the conventions of docs/design.md in ordinary nn.Module code, with the parameter names of
 the checkpoint, so load_state_dict(strict=True) takes the tensors without renaming:
 
-    x = tok_emb[tokens] + position            learned (pos_emb) or sinusoidal, no scaling
+    x = tok_emb[tokens] + P                   P learned (pos_emb) or sinusoidal, no scaling;
+                                              nothing with pos "rope" or "none", or with
+                                              pos_qk_only (P then goes to every attn)
     pre-norm:  x = x + attn(ln1(x));  x = x + ffn(ln2(x))
     post-norm: x = ln1(x + attn(x));  x = ln2(x + ffn(x))
     no norm:   x = x + attn(x);       x = x + ffn(x)        (norm = "none")
     attn_only: only the first half of each line (no ffn, no ln2)
     ln_f (not with norm = "none"), then head (or tok_emb.weight when tied)
-    attn: head-major q/k/v/out projections; query head j reads kv head j // g,
-          g = n_heads / n_kv_heads; scores (q . k) * attn_scale; causal mask;
+    norms: LayerNorm, or RMSNorm x / sqrt(mean(x^2) + eps) * weight (norm_type)
+    attn: q = q_proj(x + P), k = k_proj(x + P), v = v_proj(x) (P only with
+          pos_qk_only); head-major q/k/v/out projections; then qk_norm (RMSNorm of
+          each head's q and k over d_k), key_smear (k_t <- s k_t + (1 - s) k_{t-1},
+          s = sigmoid(key_smear) per kv head), rope (rotate-half pairs i, i + d_k/2);
+          query head j reads kv head j // g, g = n_heads / n_kv_heads;
+          scores (q . k) * attn_scale; causal mask;
           heads concatenated before out_proj (or added, head_combine = "sum")
-    ffn:  fc2(act(fc1(x))), act = exact GELU, tanh GELU or ReLU
+    ffn:  fc2(act(fc1(x))), act = exact GELU, tanh GELU or ReLU; or
+          down_proj(silu(gate_proj(x)) * up_proj(x)) (ffn = "swiglu")
+
+Keys a file does not have read as their defaults (docs/design.md #17), so older
+checkpoints load as the models they were.
 
 Each --tokens argument is one row of comma-separated token ids (all rows the same
 length T+1), or --tokens-file FILE holds one whitespace-separated row per line. The
@@ -88,12 +99,39 @@ def sinusoidal_positions(max_len, d_model):
     return pe
 
 
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2) + eps) * weight over the last axis (torch 1.13 has no nn.RMSNorm)."""
+
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope(x, base):
+    """Rotary positions on (B, heads, T, d), rotate-half pairing: channel i turns with
+    i + d/2 by the angle p * base^(-2i/d), p the position from 0."""
+    T, d = x.shape[2], x.shape[3]
+    half = d // 2
+    theta = base ** (-2.0 * torch.arange(half, dtype=torch.float64) / d)
+    angle = torch.arange(T, dtype=torch.float64)[:, None] * theta[None, :]  # (T, d/2)
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         C, H, G = cfg["d_model"], cfg["n_heads"], cfg["n_kv_heads"]
         self.H, self.G, self.d_k, self.d_v = H, G, cfg["d_k"], cfg["d_v"]
         self.scale, self.causal = cfg["attn_scale"], cfg["causal"]
+        self.rope_base = cfg.get("rope_base", 10000.0) if cfg["pos"] == "rope" else None
+        # Parameters of the module itself come first in a state_dict, as in ours.
+        self.key_smear = nn.Parameter(torch.zeros(G)) if cfg.get("key_smear", False) else None
         # "concat" (the standard) feeds out_proj the heads side by side; "sum" adds
         # them, so out_proj reads d_v features. Older files have no such key.
         self.combine = cfg.get("head_combine", "concat")
@@ -103,14 +141,28 @@ class Attention(nn.Module):
         self.q_proj = nn.Linear(C, H * self.d_k, bias=cfg["bias"])  # head-major rows
         self.k_proj = nn.Linear(C, G * self.d_k, bias=cfg["bias"])
         self.v_proj = nn.Linear(C, G * self.d_v, bias=cfg["bias"])
+        if cfg.get("qk_norm", False):  # one d_k weight shared by every head
+            self.q_norm = RMSNorm(self.d_k, cfg["ln_eps"])
+            self.k_norm = RMSNorm(self.d_k, cfg["ln_eps"])
+        else:
+            self.q_norm = self.k_norm = None
         self.out_proj = nn.Linear(out_in, C, bias=cfg["bias"])
 
-    def forward(self, x):  # (B, T, C)
+    def forward(self, x, pos=None):  # x (B, T, C); pos (T, C) with pos_qk_only
         B, T, _ = x.shape
         g = self.H // self.G
-        q = self.q_proj(x).view(B, T, self.H, self.d_k).transpose(1, 2)  # (B, H, T, d_k)
-        k = self.k_proj(x).view(B, T, self.G, self.d_k).transpose(1, 2)  # (B, G, T, d_k)
+        qk_in = x if pos is None else x + pos  # v never sees a position
+        q = self.q_proj(qk_in).view(B, T, self.H, self.d_k).transpose(1, 2)  # (B, H, T, d_k)
+        k = self.k_proj(qk_in).view(B, T, self.G, self.d_k).transpose(1, 2)  # (B, G, T, d_k)
         v = self.v_proj(x).view(B, T, self.G, self.d_v).transpose(1, 2)  # (B, G, T, d_v)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.key_smear is not None:
+            s = torch.sigmoid(self.key_smear).view(1, self.G, 1, 1)
+            previous = F.pad(k, (0, 0, 1, 0))[:, :, :T]  # k_{t-1}, zero at t = 0
+            k = s * k + (1 - s) * previous
+        if self.rope_base is not None:
+            q, k = rope(q, self.rope_base), rope(k, self.rope_base)
         # Query head j reads kv head j // g: repeat each kv head g times in place.
         k = k.repeat_interleave(g, dim=1)  # (B, H, T, d_k)
         v = v.repeat_interleave(g, dim=1)  # (B, H, T, d_v)
@@ -127,11 +179,22 @@ class Attention(nn.Module):
 class FeedForward(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        self.fc1 = nn.Linear(cfg["d_model"], cfg["d_ff"], bias=cfg["bias"])
-        self.fc2 = nn.Linear(cfg["d_ff"], cfg["d_model"], bias=cfg["bias"])
+        C, d_ff, bias = cfg["d_model"], cfg["d_ff"], cfg["bias"]
+        self.kind = cfg.get("ffn", "mlp")
+        if self.kind == "swiglu":
+            self.gate_proj = nn.Linear(C, d_ff, bias=bias)
+            self.up_proj = nn.Linear(C, d_ff, bias=bias)
+            self.down_proj = nn.Linear(d_ff, C, bias=bias)
+        elif self.kind == "mlp":
+            self.fc1 = nn.Linear(C, d_ff, bias=bias)
+            self.fc2 = nn.Linear(d_ff, C, bias=bias)
+        else:
+            raise ValueError(f"unknown ffn {self.kind!r}")
         self.activation = cfg["activation"]
 
     def forward(self, x):
+        if self.kind == "swiglu":
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         h = self.fc1(x)
         if self.activation == "gelu":
             h = F.gelu(h)  # exact, erf
@@ -145,10 +208,17 @@ class FeedForward(nn.Module):
 
 
 def layer_norm(cfg):
-    """A LayerNorm, or None (the identity) with norm = "none"."""
+    """A LayerNorm or RMSNorm (norm_type), or None (the identity) with norm = "none"."""
     if cfg["norm"] not in ("pre", "post", "none"):
         raise ValueError(f"unknown norm {cfg['norm']!r}")
-    return None if cfg["norm"] == "none" else nn.LayerNorm(cfg["d_model"], eps=cfg["ln_eps"])
+    if cfg["norm"] == "none":
+        return None
+    kind = cfg.get("norm_type", "layernorm")
+    if kind == "rmsnorm":
+        return RMSNorm(cfg["d_model"], cfg["ln_eps"])
+    if kind != "layernorm":
+        raise ValueError(f"unknown norm_type {kind!r}")
+    return nn.LayerNorm(cfg["d_model"], eps=cfg["ln_eps"])
 
 
 def apply(norm, x):
@@ -166,12 +236,12 @@ class Block(nn.Module):
         self.ln2 = None if attn_only else layer_norm(cfg)
         self.ffn = None if attn_only else FeedForward(cfg)
 
-    def forward(self, x):
+    def forward(self, x, pos=None):
         if self.post:
-            x = apply(self.ln1, x + self.attn(x))
+            x = apply(self.ln1, x + self.attn(x, pos))
             return x if self.ffn is None else apply(self.ln2, x + self.ffn(x))
         # Pre-norm, and no norm, where apply passes x through.
-        x = x + self.attn(apply(self.ln1, x))
+        x = x + self.attn(apply(self.ln1, x), pos)
         return x if self.ffn is None else x + self.ffn(apply(self.ln2, x))
 
 
@@ -180,23 +250,30 @@ class TransformerLM(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg["vocab"], cfg["d_model"])
-        if cfg["pos"] == "learned":
-            self.pos_emb = nn.Embedding(cfg["max_len"], cfg["d_model"])
-        elif cfg["pos"] == "sinusoidal":
-            self.pos_emb = None
+        self.pos_emb = nn.Embedding(cfg["max_len"], cfg["d_model"]) if cfg["pos"] == "learned" else None
+        if cfg["pos"] == "sinusoidal":
             self.register_buffer("sinusoid", sinusoidal_positions(cfg["max_len"], cfg["d_model"]), persistent=False)
         else:
+            self.sinusoid = None
+        if cfg["pos"] not in ("learned", "sinusoidal", "rope", "none"):  # rope turns q and k inside attn
             raise ValueError(f"unknown pos {cfg['pos']!r}")
+        self.qk_only = cfg.get("pos_qk_only", False)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg["n_layers"]))
         self.ln_f = layer_norm(cfg)
         self.head = None if cfg["tie_embeddings"] else nn.Linear(cfg["d_model"], cfg["vocab"], bias=False)
 
     def forward(self, tokens):  # (B, T) -> logits (B, T, V)
         T = tokens.shape[1]
-        pos = self.pos_emb.weight[:T] if self.pos_emb is not None else self.sinusoid[:T]
-        x = self.tok_emb(tokens) + pos  # (B, T, C)
+        pos = None  # (T, C)
+        if self.pos_emb is not None:
+            pos = self.pos_emb.weight[:T]
+        elif self.sinusoid is not None:
+            pos = self.sinusoid[:T]
+        x = self.tok_emb(tokens)  # (B, T, C)
+        if pos is not None and not self.qk_only:
+            x, pos = x + pos, None
         for block in self.blocks:
-            x = block(x)
+            x = block(x, pos)  # pos is None unless pos_qk_only
         x = apply(self.ln_f, x)
         return self.head(x) if self.head is not None else x @ self.tok_emb.weight.T
 

@@ -38,6 +38,18 @@ AttentionOptions AttentionOptions::resolved() const {
   if (!std::isfinite(*r.attn_scale)) {
     throw std::invalid_argument(fmt::format("MultiHeadAttention: attn_scale must be finite, got {}", *r.attn_scale));
   }
+  if (qk_norm && (!(qk_norm_eps > 0) || !std::isfinite(qk_norm_eps))) {
+    throw std::invalid_argument(
+        fmt::format("MultiHeadAttention: qk_norm_eps must be a positive number, got {}", qk_norm_eps));
+  }
+  if (rope && r.d_k % 2 != 0) {
+    throw std::invalid_argument(
+        fmt::format("MultiHeadAttention: rope turns pairs of q/k channels, so d_k must be even, got {}", r.d_k));
+  }
+  if (rope && (!(rope_base > 1) || !std::isfinite(rope_base))) {
+    throw std::invalid_argument(
+        fmt::format("MultiHeadAttention: rope_base must be a number above 1, got {}", rope_base));
+  }
   if (!(dropout >= 0.0 && dropout < 1.0)) {
     throw std::invalid_argument(fmt::format("MultiHeadAttention: dropout must be in [0, 1), got {}", dropout));
   }
@@ -51,7 +63,9 @@ std::size_t attention_parameter_count(const AttentionOptions& options) {
   return (C + b) * o.n_heads * o.d_k      // q_proj
          + (C + b) * o.n_kv_heads * o.d_k  // k_proj
          + (C + b) * o.n_kv_heads * o.d_v  // v_proj
-         + C * out_in + b * C;             // out_proj
+         + C * out_in + b * C              // out_proj
+         + (o.qk_norm ? 2 * o.d_k : 0)     // q_norm, k_norm
+         + (o.key_smear ? o.n_kv_heads : 0);
 }
 
 std::size_t kv_cache_floats_per_token(const AttentionOptions& options) {
@@ -103,15 +117,50 @@ MultiHeadAttention<T>::MultiHeadAttention(const AttentionOptions& options, Rng& 
                  .bias = options_.bias, .init_std = options_.out_init_std},
                 rng),
       dropout_rng_(options_.dropout_seed) {
+  // Neither the norms nor the smear draw from rng: the projections keep the values
+  // they have without them.
+  if (options_.key_smear) {
+    key_smear_ = this->register_parameter("key_smear", constant_init<T>({options_.n_kv_heads}, 0.0));
+  }
   this->register_module("q_proj", q_proj_);
   this->register_module("k_proj", k_proj_);
   this->register_module("v_proj", v_proj_);
+  if (options_.qk_norm) {
+    q_norm_ = std::make_unique<RMSNorm<T>>(RMSNormOptions{.dim = options_.d_k, .eps = options_.qk_norm_eps});
+    k_norm_ = std::make_unique<RMSNorm<T>>(RMSNormOptions{.dim = options_.d_k, .eps = options_.qk_norm_eps});
+    this->register_module("q_norm", *q_norm_);
+    this->register_module("k_norm", *k_norm_);
+  }
   this->register_module("out_proj", out_proj_);
 }
 
 template <typename T>
+void MultiHeadAttention<T>::transform_qk(Tensor<T>& q, Tensor<T>& k) const {
+  const Shape qs = q.shape();  // (B, T, H dk)
+  const std::size_t B = qs[0], T_ = qs[1];
+  const std::size_t H = options_.n_heads, G = options_.n_kv_heads, dk = options_.d_k;
+  if (q_norm_) {
+    // Each head's d_k channels normed on their own: the last axis split into heads.
+    q = reshape(q_norm_->forward(reshape(q, {B, T_, H, dk})), {B, T_, H * dk});
+    k = reshape(k_norm_->forward(reshape(k, {B, T_, G, dk})), {B, T_, G * dk});
+  }
+  if (options_.key_smear) {
+    // prev_t = k_{t-1}, prev_0 = 0; k_t <- prev_t + s (k_t - prev_t) = s k_t + (1 - s) k_{t-1}.
+    const Tensor<T> zeros(xt::xarray<T>(xt::zeros<T>(Shape{B, 1, G * dk})));
+    Tensor<T> prev = T_ == 1 ? zeros : concat(std::vector<Tensor<T>>{zeros, slice(k, 1, 0, T_ - 1)}, 1);
+    Tensor<T> s = reshape(sigmoid(key_smear_), {1, 1, G, 1});
+    Tensor<T> prev4 = reshape(prev, {B, T_, G, dk});
+    k = reshape(add(prev4, mul(s, sub(reshape(k, {B, T_, G, dk}), prev4))), {B, T_, G * dk});
+  }
+  if (options_.rope) {
+    q = rope(q, H, options_.rope_base, 0);
+    k = rope(k, G, options_.rope_base, 0);
+  }
+}
+
+template <typename T>
 AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask* key_padding_mask,
-                                                  bool need_weights) {
+                                                  bool need_weights, const Tensor<T>* positions) {
   const Shape& xs = x.shape();
   if (xs.size() != 3 || xs[2] != options_.d_model) {
     throw ShapeError(fmt::format("MultiHeadAttention: input must be (B, T, {}), got {}", options_.d_model,
@@ -124,12 +173,23 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
     throw ShapeError(fmt::format("MultiHeadAttention: key_padding_mask must be (B, T) = {}, got {}",
                                  format_shape({B, T_}), format_shape(key_padding_mask->shape())));
   }
+  if (positions && positions->shape() != Shape{T_, options_.d_model}) {
+    throw ShapeError(fmt::format("MultiHeadAttention: positions must be (T, d_model) = {}, got {}",
+                                 format_shape({T_, options_.d_model}), format_shape(positions->shape())));
+  }
   const bool sum_heads = options_.head_combine == HeadCombine::sum;
+  // docs/design.md, "Order inside attention": positions into q and k only, then
+  // qk_norm, key_smear and rope on them; v reads x alone.
+  const Tensor<T> qk_in = positions ? add(x, *positions) : x;
+  Tensor<T> q_packed = q_proj_.forward(qk_in);  // (B, T, H dk)
+  Tensor<T> k_packed = k_proj_.forward(qk_in);  // (B, T, G dk)
+  transform_qk(q_packed, k_packed);
+  const Tensor<T> v_packed = v_proj_.forward(x);  // (B, T, G dv)
   if (!(options_.dropout > 0.0 && this->is_training())) {
     // The fused op (autograd/ops_attention.cpp): every head in one pass, reading the
     // packed projections in place. Dropout on the weights needs the composed form.
     xt::xarray<T> weights;
-    Tensor<T> ctx = attention(q_proj_.forward(x), k_proj_.forward(x), v_proj_.forward(x),
+    Tensor<T> ctx = attention(q_packed, k_packed, v_packed,
                               {.n_heads = H,
                                .n_kv_heads = G,
                                .scale = static_cast<T>(scale_),
@@ -149,9 +209,9 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
   // The composed form, for attention dropout in training. Grouped heads as a 5-D
   // batch: query head j = kv * g + r sits at (kv, r), so one broadcast matmul lets
   // the g query heads of a group share their key/value head.
-  Tensor<T> q = reshape(split_heads(q_proj_.forward(x), H), {B, G, g, T_, dk});  // (B, G, g, T, dk)
-  Tensor<T> k = reshape(split_heads(k_proj_.forward(x), G), {B, G, 1, T_, dk});  // (B, G, 1, T, dk)
-  Tensor<T> v = reshape(split_heads(v_proj_.forward(x), G), {B, G, 1, T_, dv});  // (B, G, 1, T, dv)
+  Tensor<T> q = reshape(split_heads(q_packed, H), {B, G, g, T_, dk});  // (B, G, g, T, dk)
+  Tensor<T> k = reshape(split_heads(k_packed, G), {B, G, 1, T_, dk});  // (B, G, 1, T, dk)
+  Tensor<T> v = reshape(split_heads(v_packed, G), {B, G, 1, T_, dv});  // (B, G, 1, T, dv)
 
   Tensor<T> scores = mul_scalar(matmul(q, transpose(k)), static_cast<T>(scale_));  // (B, G, g, T, T)
   constexpr T neg_inf = -std::numeric_limits<T>::infinity();

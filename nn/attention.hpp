@@ -18,13 +18,24 @@
 // n_kv_heads = 1 is multi-query attention (Shazeer, 2019). The causal mask removes
 // keys after the query. A query whose every key is masked attends to nothing: its
 // output is zero and its gradients finite.
+//
+// Order inside attention (docs/design.md, "Model conventions"; #17), with P the
+// (T, C) position table passed to forward (pos_qk_only) or 0:
+//   q = q_proj(x + P), k = k_proj(x + P), v = v_proj(x);
+//   qk_norm:   q_h <- rms_norm(q_h) * q_norm.weight, k_g <- rms_norm(k_g) * k_norm.weight
+//              (weights (d_k) shared by the heads, eps qk_norm_eps);
+//   key_smear: k_t <- s k_t + (1 - s) k_{t-1}, k_{-1} = 0, s = sigmoid(key_smear) (G), per kv head;
+//   rope:      q and k rotated by their position (rotate-half pairing, base rope_base);
+// then the scores. v never sees a position.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "autograd/ops.hpp"
 #include "nn/linear.hpp"
+#include "nn/rms_norm.hpp"
 
 namespace headroom {
 
@@ -45,6 +56,12 @@ struct AttentionOptions {
   bool causal = true;
   bool bias = true;
   std::optional<double> attn_scale = std::nullopt;  // default 1/sqrt(d_k)
+  // docs/design.md #17, in the order they apply to q and k ("Order inside attention"):
+  bool qk_norm = false;        // RMSNorm over d_k of each head's q and k (q_norm, k_norm)
+  double qk_norm_eps = 1e-5;   // their eps (the model's ln_eps)
+  bool key_smear = false;      // k_t <- s k_t + (1 - s) k_{t-1}, s = sigmoid(key_smear) per kv head
+  bool rope = false;           // rotary positions on q and k (d_k even)
+  double rope_base = 10000.0;  // theta_i = rope_base^(-2i/d_k); read with rope only
   double dropout = 0.0;              // on the attention weights, in training mode
   double init_std = 0.02;
   double out_init_std = 0.02;  // out_proj, which writes into the residual stream
@@ -57,7 +74,8 @@ struct AttentionOptions {
 
 // The layer's parameter count in closed form (bias included when options.bias):
 // q_proj (C + b) H d_k, k_proj (C + b) G d_k, v_proj (C + b) G d_v, and out_proj
-// C W + b C with W = H d_v under concat, d_v under sum (b = 1 with bias, else 0).
+// C W + b C with W = H d_v under concat, d_v under sum (b = 1 with bias, else 0);
+// plus 2 d_k with qk_norm (q_norm and k_norm) and G with key_smear.
 // Resolves the options first, so it throws as the constructor would.
 std::size_t attention_parameter_count(const AttentionOptions& options);
 // Floats a key/value cache holds per token and per layer: G (d_k + d_v).
@@ -85,8 +103,10 @@ class MultiHeadAttention : public Module<T> {
 
   // x (B, T, d_model). key_padding_mask (B, T), true where a key is padding and
   // must be ignored (PyTorch's convention). need_weights returns (B, H, T, T).
+  // positions (T, d_model), when given, is added to the input of q_proj and k_proj
+  // only (pos_qk_only, docs/design.md #17); v_proj reads x alone.
   AttentionOutput<T> forward(const Tensor<T>& x, const Mask* key_padding_mask = nullptr,
-                             bool need_weights = false);
+                             bool need_weights = false, const Tensor<T>* positions = nullptr);
 
   const AttentionOptions& options() const { return options_; }  // resolved
 
@@ -107,6 +127,13 @@ class MultiHeadAttention : public Module<T> {
   Linear<T> k_proj_;    // (G d_k, C)
   Linear<T> v_proj_;    // (G d_v, C)
   Linear<T> out_proj_;  // (C, H d_v) under concat, (C, d_v) under sum
+  std::unique_ptr<RMSNorm<T>> q_norm_;  // (d_k), qk_norm only
+  std::unique_ptr<RMSNorm<T>> k_norm_;  // (d_k), qk_norm only
+  Tensor<T> key_smear_;                 // (G), key_smear only; s = sigmoid of it
+
+  // q (B, T, H d_k) and k (B, T, G d_k) through qk_norm, key_smear and rope, as the
+  // options ask.
+  void transform_qk(Tensor<T>& q, Tensor<T>& k) const;
   Rng dropout_rng_;
   std::optional<Tensor<T>> head_gate_;  // (H,), applied to each head's output
 };

@@ -76,7 +76,12 @@ AttentionOptions attention_options(const ModelConfig& c) {
                           .head_combine = c.head_combine,
                           .causal = c.causal,
                           .bias = c.bias,
-                          .attn_scale = c.attn_scale};
+                          .attn_scale = c.attn_scale,
+                          .qk_norm = c.qk_norm,
+                          .qk_norm_eps = c.ln_eps,
+                          .key_smear = c.key_smear,
+                          .rope = c.pos == PositionEncoding::rope,
+                          .rope_base = c.rope_base};
 }
 
 ResolvedModelConfig ModelConfig::resolved() const {
@@ -140,8 +145,11 @@ ResolvedModelConfig ModelConfig::resolved() const {
   if (!(ln_eps > 0) || !std::isfinite(ln_eps)) {
     throw std::invalid_argument(fmt::format("model config: ln_eps must be a positive number, got {}", ln_eps));
   }
-  // The attention options resolve and check d_k, d_v, n_kv_heads and attn_scale.
-  const AttentionOptions a = attention_options(*this).resolved();
+  // The attention options resolve and check d_k, d_v, n_kv_heads and attn_scale
+  // (rope's even d_k is checked below, in the config's words).
+  AttentionOptions unrotated = attention_options(*this);
+  unrotated.rope = false;
+  const AttentionOptions a = unrotated.resolved();
   r.d_k = a.d_k;
   r.d_v = a.d_v;
   r.n_kv_heads = a.n_kv_heads;

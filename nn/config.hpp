@@ -18,8 +18,7 @@ enum class NormPlacement { pre, post, none };
 // none: no position information but the causal mask's (docs/design.md #17).
 enum class PositionEncoding { learned, sinusoidal, rope, none };
 enum class NormType { layernorm, rmsnorm };
-// mlp: fc2(activation(fc1(x))); swiglu: down_proj(silu(gate_proj(x)) * up_proj(x)).
-enum class FeedForwardType { mlp, swiglu };
+// FeedForwardType (mlp | swiglu) is nn/feed_forward.hpp's.
 
 NormPlacement parse_norm(const std::string& name);  // "pre" | "post" | "none"
 PositionEncoding parse_pos(const std::string& name);  // "learned" | "sinusoidal" | "rope" | "none"

@@ -36,21 +36,30 @@ Tensor<T> activate(const Tensor<T>& x, Activation activation) {
 }
 
 template <typename T>
-FeedForward<T>::FeedForward(const FeedForwardOptions& options, Rng& rng)
-    : options_(options),
-      fc1_({.in_features = options.d_model, .out_features = options.d_ff, .bias = options.bias,
-            .init_std = options.init_std},
-           rng),
-      fc2_({.in_features = options.d_ff, .out_features = options.d_model, .bias = options.bias,
-            .init_std = options.out_init_std},
-           rng) {
-  this->register_module("fc1", fc1_);
-  this->register_module("fc2", fc2_);
+FeedForward<T>::FeedForward(const FeedForwardOptions& options, Rng& rng) : options_(options) {
+  const LinearOptions in{.in_features = options.d_model, .out_features = options.d_ff, .bias = options.bias,
+                         .init_std = options.init_std};
+  const LinearOptions out{.in_features = options.d_ff, .out_features = options.d_model, .bias = options.bias,
+                          .init_std = options.out_init_std};
+  if (options.type == FeedForwardType::mlp) {
+    fc1_ = std::make_unique<Linear<T>>(in, rng);
+    fc2_ = std::make_unique<Linear<T>>(out, rng);
+    this->register_module("fc1", *fc1_);
+    this->register_module("fc2", *fc2_);
+  } else {
+    gate_proj_ = std::make_unique<Linear<T>>(in, rng);
+    up_proj_ = std::make_unique<Linear<T>>(in, rng);
+    down_proj_ = std::make_unique<Linear<T>>(out, rng);
+    this->register_module("gate_proj", *gate_proj_);
+    this->register_module("up_proj", *up_proj_);
+    this->register_module("down_proj", *down_proj_);
+  }
 }
 
 template <typename T>
 Tensor<T> FeedForward<T>::forward(const Tensor<T>& x) const {
-  return fc2_.forward(activate(fc1_.forward(x), options_.activation));
+  if (fc1_) return fc2_->forward(activate(fc1_->forward(x), options_.activation));
+  return down_proj_->forward(swiglu(gate_proj_->forward(x), up_proj_->forward(x)));
 }
 
 template Tensor<float> activate(const Tensor<float>&, Activation);

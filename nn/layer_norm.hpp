@@ -3,7 +3,7 @@
 // weight starts at one and bias at zero.
 #pragma once
 
-#include "nn/module.hpp"
+#include "nn/norm.hpp"
 
 namespace headroom {
 
@@ -13,11 +13,11 @@ struct LayerNormOptions {
 };
 
 template <typename T>
-class LayerNorm : public Module<T> {
+class LayerNorm : public Norm<T> {
  public:
   explicit LayerNorm(const LayerNormOptions& options);
   // x (..., dim) -> (..., dim)
-  Tensor<T> forward(const Tensor<T>& x) const;
+  Tensor<T> forward(const Tensor<T>& x) const override;
 
  private:
   LayerNormOptions options_;

@@ -56,6 +56,12 @@ std::vector<ModuleCase> build_cases() {
                  D x = input({3, 5}, r);
                  return std::pair{std::string("x (3, 5)"), check(m, x, [&] { return m.forward(x); }, o)};
                }});
+  c.push_back({"RMSNorm", "eps 1e-5", [](Rng& r, const GradcheckOptions& o) {
+                 RMSNorm<double> m({.dim = 5});
+                 redraw(m, r);
+                 D x = input({3, 5}, r);
+                 return std::pair{std::string("x (3, 5)"), check(m, x, [&] { return m.forward(x); }, o)};
+               }});
   for (Activation act : {Activation::gelu, Activation::gelu_tanh, Activation::relu}) {
     c.push_back({"FeedForward", act == Activation::gelu ? "gelu" : act == Activation::relu ? "relu" : "gelu_tanh",
                  [act](Rng& r, const GradcheckOptions& o) {
@@ -63,6 +69,15 @@ std::vector<ModuleCase> build_cases() {
                    redraw(m, r);
                    D x = input({2, 3, 4}, r);
                    return std::pair{std::string("x (2, 3, 4), d_ff 6"), check(m, x, [&] { return m.forward(x); }, o)};
+                 }});
+  }
+  for (bool bias : {true, false}) {
+    c.push_back({"FeedForward", bias ? "swiglu" : "swiglu, no bias", [bias](Rng& r, const GradcheckOptions& o) {
+                   FeedForward<double> m({.d_model = 4, .d_ff = 6, .bias = bias, .type = FeedForwardType::swiglu}, r);
+                   redraw(m, r);
+                   D x = input({2, 3, 4}, r);
+                   return std::pair{std::string("x (2, 3, 4), d_ff 6, swiglu"),
+                                    check(m, x, [&] { return m.forward(x); }, o)};
                  }});
   }
   struct Attn {
@@ -83,6 +98,17 @@ std::vector<ModuleCase> build_cases() {
        {.d_model = 8, .n_heads = 4, .d_k = 3, .d_v = 2, .n_kv_heads = 2, .head_combine = HeadCombine::sum}},
       {"heads summed, MQA, no bias",
        {.d_model = 6, .n_heads = 3, .n_kv_heads = 1, .head_combine = HeadCombine::sum, .bias = false}},
+      // docs/design.md #17; eps 0.1 so that the norm's eps term carries signal too.
+      {"qk_norm", {.d_model = 8, .n_heads = 2, .qk_norm = true, .qk_norm_eps = 0.1}},
+      {"qk_norm, GQA", {.d_model = 8, .n_heads = 4, .n_kv_heads = 2, .qk_norm = true}},
+      {"key smear", {.d_model = 8, .n_heads = 2, .key_smear = true}},
+      {"key smear, GQA, not causal", {.d_model = 8, .n_heads = 4, .n_kv_heads = 2, .causal = false,
+                                      .key_smear = true}},
+      {"rope", {.d_model = 8, .n_heads = 2, .rope = true}},
+      {"rope, GQA, base 100", {.d_model = 8, .n_heads = 4, .n_kv_heads = 2, .rope = true, .rope_base = 100.0}},
+      {"qk_norm, key smear, rope, MQA",
+       {.d_model = 8, .n_heads = 2, .n_kv_heads = 1, .bias = false, .qk_norm = true, .key_smear = true,
+        .rope = true}},
   };
   for (const Attn& a : attns) {
     c.push_back({"MultiHeadAttention", a.what, [a](Rng& r, const GradcheckOptions& o) {
@@ -105,6 +131,22 @@ std::vector<ModuleCase> build_cases() {
                  return std::pair{std::string("x (2, 4, 6), padding (2, 4)"),
                                   check(m, x, [&] { return m.forward(x, &pad).out; }, o)};
                }});
+  // pos_qk_only: the position table (a leaf here, as pos_emb.weight is) into q and k only.
+  for (bool smear : {false, true}) {
+    c.push_back({"MultiHeadAttention", smear ? "positions into q/k, key smear" : "positions into q and k only",
+                 [smear](Rng& r, const GradcheckOptions& o) {
+                   MultiHeadAttention<double> m({.d_model = 6, .n_heads = 2, .key_smear = smear}, r);
+                   redraw(m, r);
+                   D x = input({2, 4, 6}, r);
+                   D positions = input({4, 6}, r);
+                   auto inputs = m.named_parameters();
+                   inputs.emplace_back("x", x);
+                   inputs.emplace_back("positions", positions);
+                   return std::pair{std::string("x (2, 4, 6), positions (4, 6)"),
+                                    gradcheck([&] { return std::vector<D>{m.forward(x, nullptr, false, &positions).out}; },
+                                              inputs, o)};
+                 }});
+  }
   struct Gated {
     const char* what;
     AttentionOptions options;
@@ -134,6 +176,8 @@ std::vector<ModuleCase> build_cases() {
     const char* what;
     NormPlacement norm;
     bool attn_only;
+    NormType norm_type = NormType::layernorm;
+    FeedForwardType ffn = FeedForwardType::mlp;
   };
   static const Block blocks[] = {
       {"pre-norm", NormPlacement::pre, false},
@@ -142,12 +186,16 @@ std::vector<ModuleCase> build_cases() {
       {"attention-only, pre-norm", NormPlacement::pre, true},
       {"attention-only, post-norm", NormPlacement::post, true},
       {"attention-only, no norm", NormPlacement::none, true},
+      {"rmsnorm, pre-norm", NormPlacement::pre, false, NormType::rmsnorm},
+      {"rmsnorm, post-norm", NormPlacement::post, false, NormType::rmsnorm},
+      {"rmsnorm, pre-norm, swiglu", NormPlacement::pre, false, NormType::rmsnorm, FeedForwardType::swiglu},
   };
   for (const Block& b : blocks) {
     c.push_back({"TransformerBlock", b.what, [b](Rng& r, const GradcheckOptions& o) {
                    TransformerBlock<double> m({.attention = {.d_model = 6, .n_heads = 2},
-                                               .ffn = {.d_model = 6, .d_ff = 8},
+                                               .ffn = {.d_model = 6, .d_ff = 8, .type = b.ffn},
                                                .norm = b.norm,
+                                               .norm_type = b.norm_type,
                                                .attn_only = b.attn_only},
                                               r);
                    redraw(m, r);
@@ -177,6 +225,24 @@ std::vector<ModuleCase> build_cases() {
       {"loss, no norm, sinusoidal",
        {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6, .norm = NormPlacement::none,
         .pos = PositionEncoding::sinusoidal}},
+      // docs/design.md #17
+      {"loss, llama-style, GQA",  // rope, rmsnorm, swiglu, no bias
+       {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .max_len = 6,
+        .pos = PositionEncoding::rope, .bias = false, .norm_type = NormType::rmsnorm,
+        .ffn = FeedForwardType::swiglu}},
+      {"loss, qk_norm, key smear, rope",
+       {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 2, .max_len = 6, .pos = PositionEncoding::rope,
+        .norm_type = NormType::rmsnorm, .qk_norm = true, .key_smear = true}},
+      {"loss, no positions",
+       {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6, .pos = PositionEncoding::none}},
+      {"loss, learned positions in q/k only",
+       {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6, .pos_qk_only = true}},
+      {"loss, sinusoid in q/k only, post",
+       {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 2, .max_len = 6, .norm = NormPlacement::post,
+        .pos = PositionEncoding::sinusoidal, .pos_qk_only = true}},
+      {"loss, key smear, attention-only",
+       {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6, .attn_only = true,
+        .key_smear = true}},
   };
   for (const Lm& lm : lms) {
     c.push_back({"TransformerLM", lm.what, [lm](Rng& r, const GradcheckOptions& o) {
@@ -198,8 +264,9 @@ std::vector<ModuleCase> build_cases() {
 }  // namespace
 
 const std::vector<std::string>& module_names() {
-  static const std::vector<std::string> names{"Linear",      "Embedding",          "LayerNorm",    "FeedForward",
-                                              "MultiHeadAttention", "TransformerBlock", "TransformerLM"};
+  static const std::vector<std::string> names{"Linear",           "Embedding",        "LayerNorm",
+                                              "RMSNorm",          "FeedForward",      "MultiHeadAttention",
+                                              "TransformerBlock", "TransformerLM"};
   return names;
 }
 

@@ -10,8 +10,8 @@
 
 namespace headroom {
 
-// Linear, Embedding, LayerNorm, FeedForward, MultiHeadAttention, TransformerBlock,
-// TransformerLM.
+// Linear, Embedding, LayerNorm, RMSNorm, FeedForward (MLP and SwiGLU),
+// MultiHeadAttention, TransformerBlock, TransformerLM.
 const std::vector<std::string>& module_names();
 
 // One row per case; OpCheck::op holds the module name. options.op filters by module

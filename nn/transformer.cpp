@@ -6,6 +6,15 @@
 #include <fmt/format.h>
 
 namespace headroom {
+namespace {
+
+template <typename T>
+std::unique_ptr<Norm<T>> make_norm(NormType type, std::size_t dim, double eps) {
+  if (type == NormType::rmsnorm) return std::make_unique<RMSNorm<T>>(RMSNormOptions{.dim = dim, .eps = eps});
+  return std::make_unique<LayerNorm<T>>(LayerNormOptions{.dim = dim, .eps = eps});
+}
+
+}  // namespace
 
 template <typename T>
 TransformerBlock<T>::TransformerBlock(const BlockOptions& options, Rng& rng)
@@ -13,16 +22,16 @@ TransformerBlock<T>::TransformerBlock(const BlockOptions& options, Rng& rng)
   // The members are made in the order the parameters are registered (and drawn:
   // only attn and ffn draw from rng), so that a block with every part keeps the
   // parameter order and the initial values it always had.
-  const LayerNormOptions ln{.dim = options.attention.d_model, .eps = options.ln_eps};
+  const std::size_t C = options.attention.d_model;
   const bool normed = options.norm != NormPlacement::none;
   if (normed) {
-    ln1_ = std::make_unique<LayerNorm<T>>(ln);
+    ln1_ = make_norm<T>(options.norm_type, C, options.ln_eps);
     this->register_module("ln1", *ln1_);
   }
   this->register_module("attn", attn_);
   if (options.attn_only) return;
   if (normed) {
-    ln2_ = std::make_unique<LayerNorm<T>>(ln);
+    ln2_ = make_norm<T>(options.norm_type, C, options.ln_eps);
     this->register_module("ln2", *ln2_);
   }
   ffn_ = std::make_unique<FeedForward<T>>(options.ffn, rng);
@@ -30,16 +39,17 @@ TransformerBlock<T>::TransformerBlock(const BlockOptions& options, Rng& rng)
 }
 
 template <typename T>
-Tensor<T> TransformerBlock<T>::forward(const Tensor<T>& x, const Mask* key_padding_mask, Tensor<T>* weights) {
+Tensor<T> TransformerBlock<T>::forward(const Tensor<T>& x, const Mask* key_padding_mask, Tensor<T>* weights,
+                                       const Tensor<T>* positions) {
   const bool need = weights != nullptr;
   if (norm_ == NormPlacement::post) {
-    AttentionOutput<T> a = attn_.forward(x, key_padding_mask, need);
+    AttentionOutput<T> a = attn_.forward(x, key_padding_mask, need, positions);
     if (need) *weights = a.weights;
     Tensor<T> h = norm1(add(x, a.out));
     return ffn_ ? norm2(add(h, ffn_->forward(h))) : h;
   }
   // Pre-norm, and no norm, where norm1 and norm2 pass x through.
-  AttentionOutput<T> a = attn_.forward(norm1(x), key_padding_mask, need);
+  AttentionOutput<T> a = attn_.forward(norm1(x), key_padding_mask, need, positions);
   if (need) *weights = a.weights;
   Tensor<T> h = add(x, a.out);
   return ffn_ ? add(h, ffn_->forward(norm2(h))) : h;
@@ -57,7 +67,7 @@ TransformerLM<T>::TransformerLM(const ResolvedModelConfig& config, Rng& rng)
   if (c.pos == PositionEncoding::learned) {
     pos_emb_ = std::make_unique<Embedding<T>>(EmbeddingOptions{.num_embeddings = c.max_len, .dim = c.d_model}, rng);
     this->register_module("pos_emb", *pos_emb_);
-  } else {
+  } else if (c.pos == PositionEncoding::sinusoidal) {
     sinusoid_ = sinusoidal_positions<T>(c.max_len, c.d_model);
   }
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layers));
@@ -68,8 +78,10 @@ TransformerLM<T>::TransformerLM(const ResolvedModelConfig& config, Rng& rng)
                 .d_ff = c.d_ff,
                 .activation = c.activation,
                 .bias = c.bias,
-                .out_init_std = residual_std},
+                .out_init_std = residual_std,
+                .type = c.ffn},
         .norm = c.norm,
+        .norm_type = c.norm_type,
         .ln_eps = c.ln_eps,
         .attn_only = c.attn_only};
     b.attention.out_init_std = residual_std;
@@ -77,7 +89,7 @@ TransformerLM<T>::TransformerLM(const ResolvedModelConfig& config, Rng& rng)
     this->register_module(fmt::format("blocks.{}", i), *blocks_.back());
   }
   if (c.norm != NormPlacement::none) {
-    ln_f_ = std::make_unique<LayerNorm<T>>(LayerNormOptions{.dim = c.d_model, .eps = c.ln_eps});
+    ln_f_ = make_norm<T>(c.norm_type, c.d_model, c.ln_eps);
     this->register_module("ln_f", *ln_f_);
   }
   if (!c.tie_embeddings) {
@@ -100,18 +112,22 @@ Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens, std::vector<Tensor
   }
   (void)B;
   Tensor<T> x = tok_emb_.forward(tokens);  // (B, T, C)
+  Tensor<T> table;                         // (T, C), P; undefined with pos rope or none
   if (pos_emb_) {
     IndexArray positions = IndexArray::from_shape({T_});
     for (std::size_t t = 0; t < T_; ++t) positions(t) = static_cast<Index>(t);
-    x = add(x, pos_emb_->forward(positions));  // + (T, C), broadcast over the batch
-  } else {
-    xt::xarray<T> table = xt::xarray<T>::from_shape({T_, config_->d_model});  // (T, C)
-    std::copy_n(sinusoid_.data(), T_ * config_->d_model, table.data());
-    x = add(x, Tensor<T>(std::move(table)));
+    table = pos_emb_->forward(positions);
+  } else if (config_->pos == PositionEncoding::sinusoidal) {
+    xt::xarray<T> values = xt::xarray<T>::from_shape({T_, config_->d_model});
+    std::copy_n(sinusoid_.data(), T_ * config_->d_model, values.data());
+    table = Tensor<T>(std::move(values));
   }
+  const bool qk_only = config_->pos_qk_only;
+  if (table.defined() && !qk_only) x = add(x, table);  // + (T, C), broadcast over the batch
+  const Tensor<T>* positions = table.defined() && qk_only ? &table : nullptr;
   if (attention_weights) attention_weights->assign(blocks_.size(), Tensor<T>());
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
-    x = blocks_[i]->forward(x, nullptr, attention_weights ? &(*attention_weights)[i] : nullptr);
+    x = blocks_[i]->forward(x, nullptr, attention_weights ? &(*attention_weights)[i] : nullptr, positions);
   }
   if (ln_f_) x = ln_f_->forward(x);
   return head_ ? head_->forward(x) : linear(x, tok_emb_.weight());  // (B, T, V)

@@ -1,13 +1,17 @@
 // The transformer block and the decoder-only language model of docs/design.md.
 //
-// Legend: B = batch, T = time, C = d_model, V = vocab.
+// Legend: B = batch, T = time, C = d_model, V = vocab, P = the (T, C) position table.
 //   pre-norm:  x = x + attn(ln1(x));  x = x + ffn(ln2(x))
 //   post-norm: x = ln1(x + attn(x));  x = ln2(x + ffn(x))   (Vaswani et al., 2017)
 //   no norm:   x = x + attn(x);       x = x + ffn(x)
 // ln_f follows the last block (except with no norm), then head (or tok_emb.weight,
 // tied). An attention-only block (attn_only) has no ffn and no ln2: only the first
-// half of each line runs (docs/design.md #13).
-// The input is tok_emb[token] + position, without sqrt(d_model) scaling.
+// half of each line runs (docs/design.md #13). ln1, ln2 and ln_f are LayerNorm or,
+// with norm_type rmsnorm, RMSNorm; ffn is the MLP or SwiGLU (docs/design.md #17).
+// The input is tok_emb[token] + P, without sqrt(d_model) scaling, where P is
+// pos_emb.weight[:T] (learned) or the sinusoid table (sinusoidal). pos rope and none
+// add nothing (rope turns q and k inside attention); with pos_qk_only the input is
+// tok_emb[token] alone and P goes to every layer's attention, into q and k only.
 #pragma once
 
 #include <memory>
@@ -18,6 +22,8 @@
 #include "nn/embedding.hpp"
 #include "nn/feed_forward.hpp"
 #include "nn/layer_norm.hpp"
+#include "nn/norm.hpp"
+#include "nn/rms_norm.hpp"
 
 namespace headroom {
 
@@ -25,6 +31,7 @@ struct BlockOptions {
   AttentionOptions attention;
   FeedForwardOptions ffn;
   NormPlacement norm = NormPlacement::pre;
+  NormType norm_type = NormType::layernorm;  // ln1 and ln2: LayerNorm or RMSNorm
   double ln_eps = 1e-5;
   bool attn_only = false;  // no feed-forward sublayer (and no ln2); `ffn` is then unused
 };
@@ -35,8 +42,10 @@ class TransformerBlock : public Module<T> {
   TransformerBlock(const BlockOptions& options, Rng& rng);
   // x (B, T, C) -> (B, T, C). key_padding_mask (B, T) as in MultiHeadAttention.
   // With weights non-null, the attention weights (B, H, T, T) are stored there.
+  // positions (T, C), when given, goes to the attention's q and k inputs
+  // (pos_qk_only; MultiHeadAttention::forward).
   Tensor<T> forward(const Tensor<T>& x, const Mask* key_padding_mask = nullptr,
-                    Tensor<T>* weights = nullptr);
+                    Tensor<T>* weights = nullptr, const Tensor<T>* positions = nullptr);
 
   MultiHeadAttention<T>& attention() { return attn_; }
 
@@ -45,9 +54,9 @@ class TransformerBlock : public Module<T> {
   Tensor<T> norm2(const Tensor<T>& x) const { return ln2_ ? ln2_->forward(x) : x; }
 
   NormPlacement norm_;
-  std::unique_ptr<LayerNorm<T>> ln1_;  // absent with no norm
+  std::unique_ptr<Norm<T>> ln1_;  // absent with no norm
   MultiHeadAttention<T> attn_;
-  std::unique_ptr<LayerNorm<T>> ln2_;  // absent with no norm or attn_only
+  std::unique_ptr<Norm<T>> ln2_;  // absent with no norm or attn_only
   std::unique_ptr<FeedForward<T>> ffn_;  // absent with attn_only
 };
 
@@ -55,8 +64,9 @@ template <typename T>
 class TransformerLM : public Module<T> {
  public:
   // Initialisation (GPT-2, as nanoGPT): weights N(0, 0.02^2), the two projections
-  // that write into the residual stream (attn.out_proj, ffn.fc2) N(0, (0.02 /
-  // sqrt(2 n_layers))^2), biases 0, LayerNorm weight 1 and bias 0.
+  // that write into the residual stream (attn.out_proj, ffn.fc2 or ffn.down_proj)
+  // N(0, (0.02 / sqrt(2 n_layers))^2), biases 0, LayerNorm and RMSNorm weights 1
+  // (q_norm and k_norm too), LayerNorm bias 0, attn.key_smear 0.
   // A plain ModelConfig is resolved first (and may throw); a resolved one is used as is.
   TransformerLM(const ModelConfig& config, Rng& rng);
   TransformerLM(const ResolvedModelConfig& config, Rng& rng);
@@ -80,7 +90,7 @@ class TransformerLM : public Module<T> {
   std::unique_ptr<Embedding<T>> pos_emb_;  // learned positions only
   xt::xarray<T> sinusoid_;                 // (max_len, C), sinusoidal positions only
   std::vector<std::unique_ptr<TransformerBlock<T>>> blocks_;
-  std::unique_ptr<LayerNorm<T>> ln_f_;  // absent with no norm
+  std::unique_ptr<Norm<T>> ln_f_;  // absent with no norm
   std::unique_ptr<Linear<T>> head_;  // absent when tied
 };
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include <doctest/doctest.h>
 
@@ -33,19 +34,75 @@ hr::GradcheckReport check_attention(hr::AttentionOptions options, const hr::Shap
   return hr::gradcheck([&] { return std::vector<D>{attn.forward(x, padding).out}; }, inputs);
 }
 
-// Attention written out with loops, from the conventions in docs/design.md alone.
-xt::xarray<double> reference_attention(const hr::MultiHeadAttention<double>& attn,
-                                       const xt::xarray<double>& x, const hr::Mask* padding) {
+// Attention written out with loops, from the conventions in docs/design.md alone
+// ("Order inside attention": positions into q and k, then qk_norm, the key smear and
+// RoPE on them, then the scores).
+xt::xarray<double> reference_attention(const hr::MultiHeadAttention<double>& attn, const xt::xarray<double>& x,
+                                       const hr::Mask* padding, const xt::xarray<double>* positions = nullptr) {
   const auto& o = attn.options();
   const std::size_t B = x.shape()[0], T = x.shape()[1], C = o.d_model;
   const std::size_t H = o.n_heads, G = o.n_kv_heads, dk = o.d_k, dv = o.d_v;
   std::map<std::string, xt::xarray<double>> p;
   for (const auto& [name, t] : attn.named_parameters()) p[name] = t.value();
-  auto project = [&](const std::string& name, std::size_t b, std::size_t t, std::size_t row) {
+  auto project = [&](const std::string& name, bool with_positions, std::size_t b, std::size_t t, std::size_t row) {
     double s = o.bias ? p[name + ".bias"](row) : 0.0;
-    for (std::size_t c = 0; c < C; ++c) s += p[name + ".weight"](row, c) * x(b, t, c);
+    for (std::size_t c = 0; c < C; ++c) {
+      const double in = x(b, t, c) + (with_positions && positions ? (*positions)(t, c) : 0.0);
+      s += p[name + ".weight"](row, c) * in;
+    }
     return s;
   };
+  xt::xarray<double> q = xt::zeros<double>({B, T, H, dk});
+  xt::xarray<double> k = xt::zeros<double>({B, T, G, dk});
+  xt::xarray<double> v = xt::zeros<double>({B, T, G, dv});
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t h = 0; h < H; ++h)
+        for (std::size_t d = 0; d < dk; ++d) q(b, t, h, d) = project("q_proj", true, b, t, h * dk + d);
+      for (std::size_t g = 0; g < G; ++g) {
+        for (std::size_t d = 0; d < dk; ++d) k(b, t, g, d) = project("k_proj", true, b, t, g * dk + d);
+        for (std::size_t d = 0; d < dv; ++d) v(b, t, g, d) = project("v_proj", false, b, t, g * dv + d);
+      }
+    }
+  // Each head's d_k channels: y = x / sqrt(mean(x^2) + eps) * weight.
+  auto rms_norm = [&](xt::xarray<double>& a, const xt::xarray<double>& weight) {
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t t = 0; t < T; ++t)
+        for (std::size_t h = 0; h < a.shape()[2]; ++h) {
+          double ms = 0;
+          for (std::size_t d = 0; d < dk; ++d) ms += a(b, t, h, d) * a(b, t, h, d) / static_cast<double>(dk);
+          for (std::size_t d = 0; d < dk; ++d) a(b, t, h, d) *= weight(d) / std::sqrt(ms + o.qk_norm_eps);
+        }
+  };
+  if (o.qk_norm) {
+    rms_norm(q, p["q_norm.weight"]);
+    rms_norm(k, p["k_norm.weight"]);
+  }
+  if (o.key_smear) {
+    const xt::xarray<double> k0 = k;
+    for (std::size_t g = 0; g < G; ++g) {
+      const double s = 1.0 / (1.0 + std::exp(-p["key_smear"](g)));
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t t = 0; t < T; ++t)
+          for (std::size_t d = 0; d < dk; ++d) k(b, t, g, d) = s * k0(b, t, g, d) + (1 - s) * (t ? k0(b, t - 1, g, d) : 0.0);
+    }
+  }
+  // Channel i turns with i + d_k/2 by t theta_i, theta_i = base^(-2i/d_k).
+  auto rotate = [&](xt::xarray<double>& a) {
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t t = 0; t < T; ++t)
+        for (std::size_t h = 0; h < a.shape()[2]; ++h)
+          for (std::size_t i = 0; i < dk / 2; ++i) {
+            const double angle = static_cast<double>(t) * std::pow(o.rope_base, -2.0 * static_cast<double>(i) / dk);
+            const double u = a(b, t, h, i), w = a(b, t, h, i + dk / 2);
+            a(b, t, h, i) = u * std::cos(angle) - w * std::sin(angle);
+            a(b, t, h, i + dk / 2) = w * std::cos(angle) + u * std::sin(angle);
+          }
+  };
+  if (o.rope) {
+    rotate(q);
+    rotate(k);
+  }
   // concat: head h fills columns [h dv, (h+1) dv); sum: every head adds into [0, dv).
   const bool summed = o.head_combine == hr::HeadCombine::sum;
   const std::size_t width = summed ? dv : H * dv;
@@ -59,9 +116,7 @@ xt::xarray<double> reference_attention(const hr::MultiHeadAttention<double>& att
         for (std::size_t j = 0; j < T; ++j) {
           if ((o.causal && j > i) || (padding && (*padding)(b, j))) continue;
           double s = 0;
-          for (std::size_t d = 0; d < dk; ++d) {
-            s += project("q_proj", b, i, h * dk + d) * project("k_proj", b, j, kv * dk + d);
-          }
+          for (std::size_t d = 0; d < dk; ++d) s += q(b, i, h, d) * k(b, j, kv, d);
           score[j] = s * *o.attn_scale;
           best = std::max(best, score[j]);
         }
@@ -71,9 +126,7 @@ xt::xarray<double> reference_attention(const hr::MultiHeadAttention<double>& att
         for (std::size_t j = 0; j < T; ++j) {
           const double w = std::exp(score[j] - best) / z;
           const std::size_t column = summed ? 0 : h * dv;
-          for (std::size_t d = 0; d < dv; ++d) {
-            combined(b, i, column + d) += w * project("v_proj", b, j, kv * dv + d);
-          }
+          for (std::size_t d = 0; d < dv; ++d) combined(b, i, column + d) += w * v(b, j, kv, d);
         }
       }
     }
@@ -89,15 +142,27 @@ xt::xarray<double> reference_attention(const hr::MultiHeadAttention<double>& att
   return out;
 }
 
-void check_against_reference(const hr::AttentionOptions& options, const hr::Mask* padding = nullptr) {
+// Every parameter drawn afresh (biases, norm weights and the smear too), so each one
+// shows in the output.
+void scramble(hr::MultiHeadAttention<double>& attn, hr::Rng& rng) {
+  for (auto& [name, t] : attn.named_parameters()) t.mutable_value() = hr::normal_init<double>(t.shape(), 0.4, rng);
+}
+
+void check_against_reference(const hr::AttentionOptions& options, const hr::Mask* padding = nullptr,
+                             bool with_positions = false) {
   hr::Rng rng(7);
   hr::AttentionOptions o = options;
   o.init_std = 0.4;
   o.out_init_std = 0.4;
   hr::MultiHeadAttention<double> attn(o, rng);
   const xt::xarray<double> x = hr::normal_init<double>({2, 5, o.d_model}, 1.0, rng);
-  const xt::xarray<double> got = attn.forward(D(x), padding).out.value();
-  const xt::xarray<double> want = reference_attention(attn, x, padding);
+  const bool extras = o.qk_norm || o.key_smear || with_positions;
+  if (extras) scramble(attn, rng);
+  const xt::xarray<double> table = hr::normal_init<double>({5, o.d_model}, 1.0, rng);
+  const D positions(table);
+  const xt::xarray<double> got =
+      attn.forward(D(x), padding, false, with_positions ? &positions : nullptr).out.value();
+  const xt::xarray<double> want = reference_attention(attn, x, padding, with_positions ? &table : nullptr);
   for (std::size_t i = 0; i < got.size(); ++i) {
     REQUIRE_MESSAGE(std::abs(got.data()[i] - want.data()[i]) < 1e-12,
                     "flat index " << i << ": got " << got.data()[i] << ", reference " << want.data()[i]);
@@ -137,6 +202,28 @@ TEST_CASE("attention matches a plain-loop reference for every head layout") {
     pad(0, 0) = true;
     pad(1, 2) = true;
     check_against_reference({.d_model = 8, .n_heads = 2, .head_combine = hr::HeadCombine::sum}, &pad);
+  }
+  // docs/design.md #17
+  SUBCASE("qk_norm, eps 0.1") { check_against_reference({.d_model = 8, .n_heads = 2, .qk_norm = true, .qk_norm_eps = 0.1}); }
+  SUBCASE("qk_norm, GQA, d_k != d_model / n_heads") {
+    check_against_reference({.d_model = 6, .n_heads = 4, .d_k = 3, .n_kv_heads = 2, .qk_norm = true});
+  }
+  SUBCASE("key smear, GQA") { check_against_reference({.d_model = 8, .n_heads = 4, .n_kv_heads = 2, .key_smear = true}); }
+  SUBCASE("key smear, not causal, with key padding") {
+    hr::Mask pad = xt::zeros<bool>({2, 5});
+    pad(1, 2) = true;
+    check_against_reference({.d_model = 8, .n_heads = 2, .causal = false, .key_smear = true}, &pad);
+  }
+  SUBCASE("rope") { check_against_reference({.d_model = 8, .n_heads = 2, .rope = true}); }
+  SUBCASE("rope, GQA, base 50, d_v != d_k") {
+    check_against_reference({.d_model = 8, .n_heads = 4, .d_k = 4, .d_v = 3, .n_kv_heads = 2, .rope = true,
+                             .rope_base = 50.0});
+  }
+  SUBCASE("positions into q and k only") { check_against_reference({.d_model = 8, .n_heads = 2}, nullptr, true); }
+  SUBCASE("everything: positions, qk_norm, key smear, rope, MQA, heads summed") {
+    check_against_reference({.d_model = 8, .n_heads = 4, .n_kv_heads = 1, .head_combine = hr::HeadCombine::sum,
+                             .qk_norm = true, .key_smear = true, .rope = true},
+                            nullptr, true);
   }
 }
 
@@ -457,6 +544,7 @@ TEST_CASE("the composed attention path (dropout in training) equals the fused on
     hr::AttentionOptions options;
     bool padding = false;
     bool gate = false;
+    bool positions = false;  // pos_qk_only's table into q and k
   };
   const std::vector<Layout> layouts{
       {"MHA causal", {.d_model = 8, .n_heads = 4}},
@@ -464,6 +552,9 @@ TEST_CASE("the composed attention path (dropout in training) equals the fused on
       {"GQA 4 over 2, padding", {.d_model = 8, .n_heads = 4, .n_kv_heads = 2}, true},
       {"MQA, d_k and d_v free, gate", {.d_model = 6, .n_heads = 3, .d_k = 4, .d_v = 5, .n_kv_heads = 1}, false, true},
       {"summed heads, padding, gate", {.d_model = 8, .n_heads = 2, .head_combine = hr::HeadCombine::sum}, true, true},
+      {"qk_norm, key smear, rope, GQA, padding",
+       {.d_model = 8, .n_heads = 4, .n_kv_heads = 2, .qk_norm = true, .key_smear = true, .rope = true}, true},
+      {"positions into q and k, key smear", {.d_model = 8, .n_heads = 2, .key_smear = true}, false, false, true},
   };
   const std::size_t B = 2, T = 5;
   hr::Mask padding = hr::Mask::from_shape({B, T});
@@ -480,19 +571,23 @@ TEST_CASE("the composed attention path (dropout in training) equals the fused on
     hr::Rng rng(11);
     hr::MultiHeadAttention<double> attn(o, rng);
     if (l.gate) attn.set_head_gate(D(hr::normal_init<double>({o.n_heads}, 1.0, rng)));
+    if (o.qk_norm || o.key_smear) scramble(attn, rng);
     const xt::xarray<double> x0 = hr::normal_init<double>({B, T, o.d_model}, 1.0, rng);
     const xt::xarray<double> upstream = hr::normal_init<double>({B, T, o.d_model}, 1.0, rng);
+    const xt::xarray<double> table = hr::normal_init<double>({T, o.d_model}, 1.0, rng);
     const hr::Mask* pad = l.padding ? &padding : nullptr;
     auto run = [&](bool training) {
       attn.train(training);
       D x(x0, true);
-      const D out = attn.forward(x, pad).out;
+      D positions(table, true);
+      const D out = attn.forward(x, pad, false, l.positions ? &positions : nullptr).out;
       out.backward(upstream);
-      return std::pair{out.value(), x.grad()};
+      return std::tuple{out.value(), x.grad(), l.positions ? positions.grad() : xt::xarray<double>()};
     };
-    const auto [composed, composed_grad] = run(true);
-    const auto [fused, fused_grad] = run(false);
+    const auto [composed, composed_grad, composed_pgrad] = run(true);
+    const auto [fused, fused_grad, fused_pgrad] = run(false);
     CHECK(xt::allclose(composed, fused, 1e-10, 1e-12));
     CHECK(xt::allclose(composed_grad, fused_grad, 1e-10, 1e-12));
+    if (l.positions) CHECK(xt::allclose(composed_pgrad, fused_pgrad, 1e-10, 1e-12));
   }
 }

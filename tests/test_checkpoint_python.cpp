@@ -3,7 +3,8 @@
 // checkpoint names and layouts, and every convention of docs/design.md the config
 // switches (pre/post norm, learned/sinusoidal positions, GQA grouping, attn_scale,
 // the causal mask, the activations, tied head, bias, ln_eps, head_combine, attn_only
-// and norm "none"), against
+// and norm "none"; and the current blocks of #17: rope and its base, RMSNorm, SwiGLU,
+// qk_norm, key_smear, pos_qk_only with learned and sinusoidal tables, pos "none"), against
 // an independent implementation: F32 files to 1e-5, F64 files to 1e-10. Breaking
 // any one of those conventions in the script (repeat for repeat_interleave in the
 // GQA grouping, say) makes at least one of these checkpoints mismatch. Skipped,
@@ -38,7 +39,7 @@ void scramble(hr::TransformerLM<float>& model, std::uint64_t seed) {
 
 TEST_CASE("examples/load_checkpoint.py loads our checkpoints into PyTorch and reproduces the loss") {
   if (!prerequisite(fs::exists(kPython), fmt::format("{} is not installed", kPython))) return;
-  using hr::Activation, hr::NormPlacement, hr::PositionEncoding;
+  using hr::Activation, hr::FeedForwardType, hr::NormPlacement, hr::NormType, hr::PositionEncoding;
   const std::vector<hr::ModelConfig> configs{
       // pre-norm, learned positions, exact GELU, biases, untied head
       {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 8},
@@ -61,6 +62,26 @@ TEST_CASE("examples/load_checkpoint.py loads our checkpoints into PyTorch and re
        .tie_embeddings = true, .attn_only = true},
       {.vocab = 7, .d_model = 8, .n_layers = 1, .n_heads = 2, .max_len = 8, .norm = NormPlacement::none,
        .activation = Activation::relu},
+      // docs/design.md #17. Llama-style: rope, RMSNorm, SwiGLU, no bias, 4 query heads over 2
+      {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .max_len = 8,
+       .pos = PositionEncoding::rope, .bias = false, .norm_type = NormType::rmsnorm, .ffn = FeedForwardType::swiglu},
+      // rope with another base, d_k 4 over 2 heads of d_model 6, SwiGLU with biases and d_ff given
+      {.vocab = 7, .d_model = 6, .n_layers = 1, .n_heads = 2, .d_k = 4, .d_ff = 10, .max_len = 8,
+       .pos = PositionEncoding::rope, .rope_base = 37.0, .ffn = FeedForwardType::swiglu},
+      // qk_norm (its eps is ln_eps), GQA, post-norm RMSNorm
+      {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .max_len = 8,
+       .norm = NormPlacement::post, .ln_eps = 1e-2, .norm_type = NormType::rmsnorm, .qk_norm = true},
+      // key smear, GQA, attention-only (the induction-head setting)
+      {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .max_len = 8, .attn_only = true,
+       .key_smear = true},
+      // learned positions into q and k only, with key smear and qk_norm
+      {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 8, .qk_norm = true, .key_smear = true,
+       .pos_qk_only = true},
+      // sinusoidal positions into q and k only, no norm
+      {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 8, .norm = NormPlacement::none,
+       .pos = PositionEncoding::sinusoidal, .pos_qk_only = true},
+      // no positions at all
+      {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 8, .pos = PositionEncoding::none},
   };
   const hr::IndexArray tokens = {{1, 4, 2, 6, 0, 3, 5}, {6, 6, 1, 0, 2, 4, 3}, {2, 5, 5, 1, 3, 0, 6}};  // (3, 7)
   const std::string token_args = "--tokens 1,4,2,6,0,3,5 6,6,1,0,2,4,3 2,5,5,1,3,0,6";

@@ -13,7 +13,7 @@ TEST_CASE("headroom gradcheck prints a table and passes every op") {
   CHECK(r.output.find("MultiHeadAttention MQA") != std::string::npos);
   CHECK(r.output.find("TransformerLM      loss, pre-norm") != std::string::npos);
   CHECK(r.output.find("FAIL") == std::string::npos);
-  CHECK(r.output.find("over 34 ops and 7 modules:") != std::string::npos);
+  CHECK(r.output.find("over 38 ops and 8 modules:") != std::string::npos);
   CHECK(r.output.find(" 0 failed") != std::string::npos);
 }
 
@@ -26,14 +26,14 @@ TEST_CASE("headroom gradcheck --op checks one op, --list names them all") {
 
   const CliResult list = run_headroom("gradcheck --list");
   CHECK(list.status == 0);
-  CHECK(count_lines(list.output) == 41);  // 34 ops and 7 modules
+  CHECK(count_lines(list.output) == 46);  // 38 ops and 8 modules
   CHECK(list.output.find("gelu_tanh\n") != std::string::npos);
   CHECK(list.output.find("MultiHeadAttention\n") != std::string::npos);
 
   const CliResult module = run_headroom("gradcheck --op TransformerBlock");
   INFO(module.output);
   CHECK(module.status == 0);
-  CHECK(module.output.find("over 1 module: 6 passed, 0 failed") != std::string::npos);
+  CHECK(module.output.find("over 1 module: 9 passed, 0 failed") != std::string::npos);
 }
 
 TEST_CASE("a failing check exits 1 and prints the worst index and both values") {

@@ -130,6 +130,33 @@ TEST_CASE("embedding, masked_fill, layer_norm and dropout validate their inputs"
                        std::invalid_argument);
 }
 
+TEST_CASE("rms_norm, swiglu and rope validate their inputs") {
+  CHECK_THROWS_WITH_AS(rms_norm(zeros({2, 4}), zeros({3})),
+                       "rms_norm: input (2, 4) needs weight of shape (4), got (3)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(rms_norm(zeros({2, 4}), zeros({1, 4})),
+                       "rms_norm: input (2, 4) needs weight of shape (4), got (1, 4)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(rms_norm(zeros({}), zeros({1})), "rms_norm: input must have at least one axis, got ()",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(rms_norm(zeros({2, 4}), zeros({4}), -1.0f), "rms_norm: eps must be >= 0, got -1",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(swiglu(zeros({2, 3}), zeros({3, 2})),
+                       "swiglu: gate and up must have the same shape, got (2, 3) and (3, 2)", std::invalid_argument);
+  // Equal shapes only: no broadcasting, even where NumPy would.
+  CHECK_THROWS_WITH_AS(swiglu(zeros({2, 3}), zeros({3})),
+                       "swiglu: gate and up must have the same shape, got (2, 3) and (3)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(rope(zeros({2, 3, 8}), 0), "rope: n_heads must be > 0, got 0 (input (2, 3, 8))",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(rope(zeros({3, 8}), 2), "rope: input must be (B, T, H d), got (3, 8)",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(rope(zeros({2, 3, 8}), 3),
+                       "rope: input (2, 3, 8) has 8 channels, not a multiple of n_heads = 3", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(rope(zeros({2, 3, 6}), 2),
+                       "rope: input (2, 3, 6) with n_heads = 2 has head width d = 3, which must be even",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(rope(zeros({2, 3, 8}), 2, 0.0), "rope: base must be finite and > 0, got 0",
+                       std::invalid_argument);
+}
+
 TEST_CASE("accumulate_grad rejects a gradient that does not fit, naming the op") {
   headroom::Node<float> node;
   node.value = xt::zeros<float>({2, 3});

@@ -55,6 +55,10 @@ HEADROOM_OP_GRADCHECK("masked_fill")
 HEADROOM_OP_GRADCHECK("layer_norm")
 HEADROOM_OP_GRADCHECK("attention")
 HEADROOM_OP_GRADCHECK("dropout")
+HEADROOM_OP_GRADCHECK("sigmoid")
+HEADROOM_OP_GRADCHECK("rms_norm")
+HEADROOM_OP_GRADCHECK("swiglu")
+HEADROOM_OP_GRADCHECK("rope")
 
 TEST_CASE("every op has a gradcheck test above and cases in the suite") {
   // Keep this list in step with the HEADROOM_OP_GRADCHECK lines above: a new op in
@@ -63,7 +67,7 @@ TEST_CASE("every op has a gradcheck test above and cases in the suite") {
       "add", "sub", "mul", "div", "neg", "add_scalar", "mul_scalar", "exp", "log", "sqrt", "rsqrt",
       "tanh", "relu", "gelu", "gelu_tanh", "pow", "sum", "mean", "reshape", "transpose", "permute",
       "concat", "slice", "split", "matmul", "linear", "softmax", "log_softmax", "cross_entropy", "embedding",
-      "masked_fill", "layer_norm", "attention", "dropout"};
+      "masked_fill", "layer_norm", "attention", "dropout", "sigmoid", "rms_norm", "swiglu", "rope"};
   std::set<std::string> in_suite;
   for (const auto& r : headroom::run_op_checks()) in_suite.insert(r.op);
   for (const auto& op : headroom::op_names()) {

@@ -289,6 +289,17 @@ std::map<std::string, Runner> make_runners() {
                                          .causal = c.integer("causal") != 0,
                                          .key_padding = c.find("mask") ? &padding : nullptr})};
   };
+  unary("sigmoid", &hr::sigmoid<float>);
+  r["rms_norm"] = [](const FixtureCase& c) {
+    return std::vector<F>{hr::rms_norm(c.input("x"), c.input("weight"), c.real("eps"))};
+  };
+  r["swiglu"] = [](const FixtureCase& c) { return std::vector<F>{hr::swiglu(c.input("gate"), c.input("up"))}; };
+  r["rope"] = [](const FixtureCase& c) {
+    const std::vector<double>& base = c.param("base");
+    REQUIRE(base.size() == 1);
+    return std::vector<F>{hr::rope(c.input("x"), static_cast<std::size_t>(c.integer("n_heads")), base[0],
+                                   static_cast<std::size_t>(c.integer("offset")))};
+  };
   return r;
 }
 
@@ -411,6 +422,10 @@ TEST_CASE("forward: embedding") { check_op("embedding"); }
 TEST_CASE("forward: masked_fill") { check_op("masked_fill"); }
 TEST_CASE("forward: layer_norm") { check_op("layer_norm"); }
 TEST_CASE("forward: attention") { check_op("attention"); }
+TEST_CASE("forward: sigmoid") { check_op("sigmoid"); }
+TEST_CASE("forward: rms_norm") { check_op("rms_norm"); }
+TEST_CASE("forward: swiglu") { check_op("swiglu"); }
+TEST_CASE("forward: rope") { check_op("rope"); }
 
 // ---- dropout, by its rule ------------------------------------------------------------------
 
