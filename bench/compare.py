@@ -9,7 +9,11 @@ process (headroom, torch, headroom, torch, ... --reps times), takes each run's
 median ms per step, and prints a Markdown table of the medians over runs. The ratio
 is torch ms / headroom ms: above 1 headroom is faster. Progress goes to stderr, the
 table to stdout. Exit status 1 when a sanity check failed (different parameter
-counts, or an initial loss far from ln(vocab)), 2 for a usage error.
+counts or model keys, or an initial loss far from ln(vocab)), 2 for a usage error.
+
+The llama configs (llama-tiny, llama: tiny's and small's sizes) pass both programs
+the Llama-style keys of docs/design.md #17: --pos rope --norm-type rmsnorm --ffn
+swiglu --no-bias --kv-heads 2.
 
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, set on some machines, are left as they are
 (they can slow OpenBLAS, and with it both sides); the table's header says whether
@@ -43,7 +47,18 @@ CONFIGS = {
     "tiny": (64, 4, 2, 32, 16),
     "small": (128, 8, 4, 64, 32),
     "medium": (256, 8, 4, 128, 16),
+    "llama-tiny": (64, 4, 2, 32, 16),
+    "llama": (128, 8, 4, 64, 32),
 }
+# The Llama-style blocks of docs/design.md #17, as flags both programs take: rotary
+# positions, RMSNorm, SwiGLU (d_ff 8 ceil(d_model / 3)), no biases, n_heads / 4 kv heads.
+LLAMA_FLAGS = ["--pos", "rope", "--norm-type", "rmsnorm", "--ffn", "swiglu", "--no-bias"]
+MODEL_FLAGS = {
+    "llama-tiny": ["--kv-heads", 2] + LLAMA_FLAGS,
+    "llama": ["--kv-heads", 2] + LLAMA_FLAGS,
+}
+# Keys of the JSON lines that say which model was built; both sides must agree.
+MODEL_KEYS = ("d_model", "n_heads", "n_kv_heads", "n_layers", "d_ff", "pos", "norm_type", "ffn", "bias")
 WATCHED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 # The initial loss on uniform tokens, with GPT-2's small initial weights, is within
 # a few hundredths of ln(vocab); further off means a different model.
@@ -146,7 +161,17 @@ def common_args(a, name, threads):
     d_model, heads, layers, seq_len, batch = CONFIGS[name]
     return [str(v) for v in ["--d-model", d_model, "--heads", heads, "--layers", layers, "--seq-len", seq_len,
                              "--batch", batch, "--vocab", a.vocab, "--steps", a.steps,
-                             "--warmup-steps", a.warmup_steps, "--threads", threads, "--seed", a.seed]]
+                             "--warmup-steps", a.warmup_steps, "--threads", threads, "--seed", a.seed]
+            + MODEL_FLAGS.get(name, [])]
+
+
+def shape_label(name):
+    """d_model/heads/layers/T/B, heads as "8 (2 kv)" when K/V are grouped."""
+    d_model, heads, layers, seq_len, batch = CONFIGS[name]
+    flags = MODEL_FLAGS.get(name, [])
+    if "--kv-heads" in flags:
+        heads = f"{heads} ({flags[flags.index('--kv-heads') + 1]} kv)"
+    return f"{d_model}/{heads}/{layers}/{seq_len}/{batch}"
 
 
 def thread_env(threads):
@@ -175,8 +200,7 @@ def scaling(a):
         one = [r["median_ms"] for r in runs[1]]
         many = [r["median_ms"] for r in runs[a.scaling]]
         paired = [x / y for x, y in zip(one, many)]
-        d_model, heads, layers, seq_len, batch = CONFIGS[name]
-        rows.append([name, f"{d_model}/{heads}/{layers}/{seq_len}/{batch}",
+        rows.append([name, shape_label(name),
                      f"{statistics.median(one):.2f} ({spread(one, 2)})",
                      f"{statistics.median(many):.2f} ({spread(many, 2)})",
                      f"**{statistics.median(one) / statistics.median(many):.2f}**",
@@ -241,6 +265,9 @@ def main():
               f"ln({a.vocab}) = {ln_v:.4f}", file=sys.stderr, flush=True)
         if h0["parameters"] != t0["parameters"]:
             failures.append(f"{name}: parameter counts differ (headroom {h0['parameters']}, torch {t0['parameters']})")
+        for key in MODEL_KEYS:
+            if h0.get(key) != t0.get(key):
+                failures.append(f"{name}: {key} differs (headroom {h0.get(key)}, torch {t0.get(key)})")
         for impl, r in (("headroom", h0), ("torch", t0)):
             if abs(r["initial_loss"] - ln_v) > INITIAL_LOSS_TOLERANCE:
                 failures.append(f"{name}: {impl}'s initial loss {r['initial_loss']:.4f} is not within "
@@ -262,7 +289,7 @@ def main():
         gemm_rate = statistics.median(r["gemm_gflops"] for r in runs["headroom"])
         h_rate, t_rate = flops / (h_ms / 1000) / 1e9, flops / (t_ms / 1000) / 1e9
         rows.append([
-            name, f"{d_model}/{heads}/{layers}/{seq_len}/{batch}",
+            name, shape_label(name),
             f"{h_ms:.2f} ({spread(med['headroom'], 2)})", f"{t_ms:.2f} ({spread(med['torch'], 2)})",
             f"**{t_ms / h_ms:.2f}**", f"{statistics.median(paired):.2f} ({spread(paired, 2)})",
             f"{p10['torch'] / p10['headroom']:.2f}",

@@ -10,7 +10,9 @@
 // The token batches are uniform random ids in [0, V), drawn with our Rng from
 // --seed before the clock starts; the model is TransformerLM<float> with
 // docs/design.md's defaults (pre-norm, learned positions, exact GELU, biases, untied
-// head, d_ff = 4 d_model) and max_len = T.
+// head, d_ff = 4 d_model) and max_len = T, or with the keys of docs/design.md #17 that
+// --kv-heads, --pos, --norm-type, --ffn, --d-ff and --no-bias set (compare.py's
+// llama configs: rope, rmsnorm, swiglu, grouped K/V, no bias).
 //
 // Output: progress and errors on stderr; one JSON line on stdout, the format both
 // implementations share (see bench/README.md for its keys).
@@ -52,6 +54,12 @@ struct BenchOptions {
   std::size_t d_model = 64;
   std::size_t n_heads = 4;
   std::size_t n_layers = 2;
+  std::size_t n_kv_heads = 0;  // 0: n_heads
+  std::size_t d_ff = 0;        // 0: the config's default for the ffn
+  std::string pos = "learned";
+  std::string norm_type = "layernorm";
+  std::string ffn = "mlp";
+  bool no_bias = false;
   std::size_t seq_len = 32;   // T
   std::size_t batch = 16;     // B
   std::size_t vocab = 64;     // V
@@ -105,14 +113,19 @@ std::vector<hr::IndexArray> make_batches(const BenchOptions& o) {
 // forward's GEMMs (q, k, v and out projections, Q K^T and P V per head, the two
 // feed-forward layers, the output head), times 3 (backward does two GEMMs of the
 // same size for each forward one: the input's and the weight's gradients).
-double step_gemm_flops(const BenchOptions& o) {
+// With grouped K/V the k and v projections are G d_k wide; SwiGLU has three
+// (BT, C) x (C, d_ff)-sized GEMMs where the MLP has two.
+double step_gemm_flops(const BenchOptions& o, const hr::ModelConfig& c) {
   const double B = static_cast<double>(o.batch), T = static_cast<double>(o.seq_len),
-               C = static_cast<double>(o.d_model), L = static_cast<double>(o.n_layers),
-               V = static_cast<double>(o.vocab);
+               C = static_cast<double>(c.d_model), L = static_cast<double>(c.n_layers),
+               V = static_cast<double>(c.vocab), H = static_cast<double>(c.n_heads),
+               G = static_cast<double>(c.n_kv_heads), dk = static_cast<double>(c.d_k),
+               dv = static_cast<double>(c.d_v), dff = static_cast<double>(c.d_ff);
   const double tokens = B * T;
-  const double per_layer = 2 * tokens * C * (4 * C)  // q, k, v, out: each (BT, C) x (C, C)
-                           + 2 * 2 * B * T * T * C     // Q K^T and P V over all heads: H d_k = C
-                           + 2 * tokens * C * (8 * C); // fc1 and fc2, d_ff = 4C
+  const double ffn_gemms = c.ffn == hr::FeedForwardType::swiglu ? 3 : 2;
+  const double per_layer = 2 * tokens * C * (H * dk + G * dk + G * dv + H * dv)  // q, k, v, out projections
+                           + 2 * B * T * T * H * (dk + dv)                       // Q K^T and P V over all heads
+                           + ffn_gemms * 2 * tokens * C * dff;                   // fc1, fc2 or gate, up, down
   return 3 * (L * per_layer + 2 * tokens * C * V);
 }
 
@@ -172,11 +185,18 @@ int run(const BenchOptions& o) {
     throw std::runtime_error("the C library refused retain_freed_memory's settings");
   }
 
-  const hr::ModelConfig config{.vocab = o.vocab,
-                               .d_model = o.d_model,
-                               .n_layers = o.n_layers,
-                               .n_heads = o.n_heads,
-                               .max_len = o.seq_len};
+  const hr::ResolvedModelConfig config = hr::ModelConfig{.vocab = o.vocab,
+                                                         .d_model = o.d_model,
+                                                         .n_layers = o.n_layers,
+                                                         .n_heads = o.n_heads,
+                                                         .n_kv_heads = o.n_kv_heads,
+                                                         .d_ff = o.d_ff,
+                                                         .max_len = o.seq_len,
+                                                         .pos = hr::parse_pos(o.pos),
+                                                         .bias = !o.no_bias,
+                                                         .norm_type = hr::parse_norm_type(o.norm_type),
+                                                         .ffn = hr::parse_ffn(o.ffn)}
+                                              .resolved();
   hr::Rng init_rng(o.seed + 1);
   hr::TransformerLM<float> model(config, init_rng);
   // PyTorch's AdamW defaults (betas 0.9/0.999, eps 1e-8) at lr 1e-3, weight decay
@@ -219,17 +239,21 @@ int run(const BenchOptions& o) {
   const double median = quantile(sorted, 0.5);
   std::sort(cpu_ms.begin(), cpu_ms.end());
   const double tokens_per_s = static_cast<double>(o.batch * o.seq_len) / (median / 1000.0);
+  const double flops = step_gemm_flops(o, config);
   std::cout << fmt::format(
-      "{{\"impl\": \"headroom\", \"d_model\": {}, \"n_heads\": {}, \"n_layers\": {}, \"seq_len\": {}, "
+      "{{\"impl\": \"headroom\", \"d_model\": {}, \"n_heads\": {}, \"n_kv_heads\": {}, \"n_layers\": {}, "
+      "\"d_ff\": {}, \"pos\": \"{}\", \"norm_type\": \"{}\", \"ffn\": \"{}\", \"bias\": {}, \"seq_len\": {}, "
       "\"batch\": {}, \"vocab\": {}, \"threads\": {}, \"steps\": {}, \"warmup_steps\": {}, "
       "\"parameters\": {}, \"initial_loss\": {:.6f}, \"final_loss\": {:.6f}, \"ln_vocab\": {:.6f}, "
       "\"median_ms\": {:.4f}, \"p10_ms\": {:.4f}, \"p90_ms\": {:.4f}, \"median_cpu_ms\": {:.4f}, "
       "\"tokens_per_s\": {:.1f}, \"peak_rss_mib\": {:.1f}, \"gemm_flops\": {:.6g}, \"step_gflops\": {:.3f}, "
       "\"gemm_gflops\": {:.3f}, \"ms_per_step\": [{:.4f}]}}\n",
-      o.d_model, o.n_heads, o.n_layers, o.seq_len, o.batch, o.vocab, o.threads, o.steps, o.warmup_steps,
+      o.d_model, o.n_heads, config->n_kv_heads, o.n_layers, config->d_ff, hr::to_string(config->pos),
+      hr::to_string(config->norm_type), hr::to_string(config->ffn), config->bias, o.seq_len, o.batch, o.vocab,
+      o.threads, o.steps, o.warmup_steps,
       model.parameter_count(), initial_loss, final_loss, std::log(static_cast<double>(o.vocab)), median,
       quantile(sorted, 0.1), quantile(sorted, 0.9), quantile(cpu_ms, 0.5), tokens_per_s, peak_rss_mib(),
-      step_gemm_flops(o), step_gemm_flops(o) / (median / 1000.0) / 1e9, gemm_gflops(o), fmt::join(ms, ", "));
+      flops, flops / (median / 1000.0) / 1e9, gemm_gflops(o), fmt::join(ms, ", "));
   return 0;
 }
 
@@ -242,6 +266,13 @@ int main(int argc, char** argv) {
   app.add_option("--d-model", o.d_model, "model width C")->capture_default_str();
   app.add_option("--heads", o.n_heads, "attention heads")->capture_default_str();
   app.add_option("--layers", o.n_layers, "transformer blocks")->capture_default_str();
+  app.add_option("--kv-heads", o.n_kv_heads, "key/value heads (n_kv_heads; 0: --heads)")->capture_default_str();
+  app.add_option("--d-ff", o.d_ff, "feed-forward width (0: 4 d_model, or 8 ceil(d_model / 3) with --ffn swiglu)")
+      ->capture_default_str();
+  app.add_option("--pos", o.pos, "learned | sinusoidal | rope | none (docs/design.md #17)")->capture_default_str();
+  app.add_option("--norm-type", o.norm_type, "layernorm | rmsnorm")->capture_default_str();
+  app.add_option("--ffn", o.ffn, "mlp | swiglu")->capture_default_str();
+  app.add_flag("--no-bias", o.no_bias, "Linear layers without bias");
   app.add_option("--seq-len", o.seq_len, "T, tokens per row fed to the model")->capture_default_str();
   app.add_option("--batch", o.batch, "B, rows per step")->capture_default_str();
   app.add_option("--vocab", o.vocab, "V, token ids are uniform in [0, V)")->capture_default_str();
