@@ -209,6 +209,15 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file, Kv
   if (preset != nullptr) apply_preset(*preset, c.model);
   if (!config_file.empty()) update_from_json(c, object, config_file);
   for (const auto& [key, set] : f.given) set(c);
+  // A preset key the final model would not read drops out, where neither the file nor
+  // a flag set it: `--preset llama --attn-only` has no feed-forward to make SwiGLU, and
+  // `--norm none` no norm to make RMSNorm (docs/design.md #11 refuses only what the user wrote).
+  const auto preset_only = [&](const char* key) {
+    return preset != nullptr && !given(f, fmt::format("model.{}", key)) && file_key(object, "model", key) == nullptr;
+  };
+  const ModelConfig plain_model;
+  if (c.model.attn_only && preset_only("ffn")) c.model.ffn = plain_model.ffn;
+  if (c.model.norm == NormPlacement::none && preset_only("norm_type")) c.model.norm_type = plain_model.norm_type;
   // The preset's n_kv_heads follows the final n_heads, unless the file or a flag set it.
   if (preset != nullptr && preset->kv_heads != nullptr && !given(f, "model.n_kv_heads") &&
       file_key(object, "model", "n_kv_heads") == nullptr) {

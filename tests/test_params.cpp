@@ -250,6 +250,18 @@ TEST_CASE("--preset sits under --config, which sits under the flags, and llama's
   c = config_of("--preset llama --heads 2 --d-model 64");
   CHECK(c["n_kv_heads"] == 2);  // 4 does not divide 2
   CHECK(config_of("--preset gpt2") == config_of(""));  // gpt2 is the defaults
+  // A preset key the final model would not read drops out; the same key from a flag is refused.
+  c = config_of("--preset llama --attn-only");
+  CHECK(c["attn_only"] == true);
+  CHECK(c["ffn"] == "mlp");
+  CHECK(c["norm_type"] == "rmsnorm");
+  CHECK(c["pos"] == "rope");
+  c = config_of("--preset llama --norm none");
+  CHECK(c["norm_type"] == "layernorm");
+  CHECK(c["ffn"] == "swiglu");
+  const CliResult refused = run_headroom("params --preset llama --attn-only --ffn swiglu");
+  CHECK(refused.status == 2);
+  CHECK(refused.output.find("ffn 'swiglu' with attn_only") != std::string::npos);
 }
 
 TEST_CASE("--preset: an unknown name is one line listing the presets, and --help lists every key they set") {
