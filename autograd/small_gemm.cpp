@@ -8,97 +8,129 @@
 namespace headroom {
 namespace {
 
-// Each block of C is kRows rows by one vector of 64 bytes (16 floats, 8 doubles):
-// kRows accumulators stay in registers while the loop over k streams one row of B
-// and broadcasts kRows values of A. GCC lowers the 64-byte vector type to one
-// AVX-512 register, two AVX2 ones or four SSE2 ones, whichever the clone targets.
+// Each block of C is kRows rows by NV vectors of VB bytes: kRows * NV accumulators
+// stay in registers while the loop over k streams NV vectors of one row of B and
+// broadcasts kRows values of A. Each instruction set gets the vector width of its
+// registers (docs/internals.md, "fast loops"): one 64-byte vector per row on AVX-512,
+// two 32-byte ones on AVX2 with FMA, two 16-byte ones on the SSE2 baseline. (A 64-byte
+// vector on AVX2 is split by GCC through the stack: 6 GFLOP/s, against BLIS's 20-60.)
 constexpr std::size_t kRows = 4;
 
-template <typename T>
+template <typename T, std::size_t VB>
 struct Vec {
-  typedef T type __attribute__((vector_size(64)));
-  typedef T unaligned __attribute__((vector_size(64), aligned(sizeof(T))));
-  static constexpr std::size_t lanes = 64 / sizeof(T);
+  typedef T type __attribute__((vector_size(VB)));
+  typedef T unaligned __attribute__((vector_size(VB), aligned(sizeof(T))));
+  static constexpr std::size_t lanes = VB / sizeof(T);
 };
 
-// Rows [i, i + R) and columns [j, j + w) of C, w <= lanes; Full: w == lanes, so
-// whole vectors are loaded and stored (otherwise the partial row is copied in and
-// out through a zeroed vector).
-template <typename T, bool TransA, std::size_t R, bool Full>
+// Rows [i, i + R) and columns [j, j + w) of C, w <= NV lanes; Full: w == NV lanes,
+// so whole vectors are loaded and stored (otherwise the partial row is copied in and
+// out through zeroed vectors).
+template <typename T, std::size_t VB, std::size_t NV, bool TransA, std::size_t R, bool Full>
 [[gnu::always_inline]] inline void block(std::size_t i, std::size_t j, std::size_t w, std::size_t k, T alpha,
                                          const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
                                          std::size_t ldc) {
-  using V = typename Vec<T>::type;
-  using U = typename Vec<T>::unaligned;
-  V acc[R] = {};
+  using V = typename Vec<T, VB>::type;
+  using U = typename Vec<T, VB>::unaligned;
+  constexpr std::size_t L = Vec<T, VB>::lanes;
+  V acc[R][NV] = {};
   for (std::size_t p = 0; p < k; ++p) {
-    V bv;
+    V bv[NV];
     if constexpr (Full) {
-      bv = *reinterpret_cast<const U*>(b + p * ldb + j);
+      for (std::size_t v = 0; v < NV; ++v) bv[v] = *reinterpret_cast<const U*>(b + p * ldb + j + v * L);
     } else {
-      bv = V{};
-      std::memcpy(&bv, b + p * ldb + j, w * sizeof(T));
+      for (std::size_t v = 0; v < NV; ++v) bv[v] = V{};
+      std::memcpy(&bv[0], b + p * ldb + j, w * sizeof(T));
     }
     for (std::size_t r = 0; r < R; ++r) {
       const T av = TransA ? a[p * lda + i + r] : a[(i + r) * lda + p];
-      acc[r] += av * bv;
+      for (std::size_t v = 0; v < NV; ++v) acc[r][v] += av * bv[v];
     }
   }
   for (std::size_t r = 0; r < R; ++r) {
     T* cr = c + (i + r) * ldc + j;
-    V out = alpha * acc[r];
     if constexpr (Full) {
-      if (beta != T(0)) out += beta * static_cast<V>(*reinterpret_cast<const U*>(cr));
-      *reinterpret_cast<U*>(cr) = out;
-    } else {
-      if (beta != T(0)) {
-        V old = V{};
-        std::memcpy(&old, cr, w * sizeof(T));
-        out += beta * old;
+      for (std::size_t v = 0; v < NV; ++v) {
+        V out = alpha * acc[r][v];
+        if (beta != T(0)) out += beta * static_cast<V>(*reinterpret_cast<const U*>(cr + v * L));
+        *reinterpret_cast<U*>(cr + v * L) = out;
       }
-      std::memcpy(cr, &out, w * sizeof(T));
+    } else {
+      V out[NV];
+      for (std::size_t v = 0; v < NV; ++v) out[v] = alpha * acc[r][v];
+      if (beta != T(0)) {
+        V old[NV];
+        for (std::size_t v = 0; v < NV; ++v) old[v] = V{};
+        std::memcpy(&old[0], cr, w * sizeof(T));
+        for (std::size_t v = 0; v < NV; ++v) out[v] += beta * old[v];
+      }
+      std::memcpy(cr, &out[0], w * sizeof(T));
     }
   }
 }
 
-template <typename T, bool TransA, std::size_t R>
+template <typename T, std::size_t VB, std::size_t NV, bool TransA, std::size_t R>
 [[gnu::always_inline]] inline void row_panel(std::size_t i, std::size_t n, std::size_t k, T alpha, const T* a,
                                              std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
                                              std::size_t ldc) {
-  constexpr std::size_t L = Vec<T>::lanes;
+  constexpr std::size_t W = NV * Vec<T, VB>::lanes;
   std::size_t j = 0;
-  for (; j + L <= n; j += L) block<T, TransA, R, true>(i, j, L, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  if (j < n) block<T, TransA, R, false>(i, j, n - j, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  for (; j + W <= n; j += W) block<T, VB, NV, TransA, R, true>(i, j, W, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (j < n) block<T, VB, NV, TransA, R, false>(i, j, n - j, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-template <typename T, bool TransA>
-[[gnu::always_inline]] inline void kernel(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
-                                          std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
+template <typename T, std::size_t VB, std::size_t NV>
+[[gnu::always_inline]] inline void kernel(bool trans_a, std::size_t m, std::size_t n, std::size_t k, T alpha,
+                                          const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
                                           std::size_t ldc) {
-  std::size_t i = 0;
-  for (; i + kRows <= m; i += kRows) row_panel<T, TransA, kRows>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  for (; i < m; ++i) row_panel<T, TransA, 1>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-HEADROOM_CLONES void kernel_f32(bool trans_a, std::size_t m, std::size_t n, std::size_t k, float alpha,
-                                const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
-                                std::size_t ldc) {
+  const auto rows = [&]<bool TransA>() {
+    std::size_t i = 0;
+    for (; i + kRows <= m; i += kRows) {
+      row_panel<T, VB, NV, TransA, kRows>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    }
+    for (; i < m; ++i) row_panel<T, VB, NV, TransA, 1>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  };
   if (trans_a) {
-    kernel<float, true>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    rows.template operator()<true>();
   } else {
-    kernel<float, false>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    rows.template operator()<false>();
   }
 }
 
-HEADROOM_CLONES void kernel_f64(bool trans_a, std::size_t m, std::size_t n, std::size_t k, double alpha,
-                                const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta,
-                                double* c, std::size_t ldc) {
-  if (trans_a) {
-    kernel<double, true>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  } else {
-    kernel<double, false>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
+#define HEADROOM_SMALL_GEMM_ARGS                                                                                  \
+  bool trans_a, std::size_t m, std::size_t n, std::size_t k, T alpha, const T *a, std::size_t lda, const T *b, \
+      std::size_t ldb, T beta, T *c, std::size_t ldc
+#define HEADROOM_SMALL_GEMM_PASS trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
+
+template <typename T>
+void kernel_baseline(HEADROOM_SMALL_GEMM_ARGS) {
+  kernel<T, 16, 2>(HEADROOM_SMALL_GEMM_PASS);
 }
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+template <typename T>
+__attribute__((target("avx2,fma"))) void kernel_avx2(HEADROOM_SMALL_GEMM_ARGS) {
+  kernel<T, 32, 2>(HEADROOM_SMALL_GEMM_PASS);
+}
+template <typename T>
+__attribute__((target("avx512f"))) void kernel_avx512(HEADROOM_SMALL_GEMM_ARGS) {
+  kernel<T, 64, 1>(HEADROOM_SMALL_GEMM_PASS);
+}
+
+// The widest kernel the CPU runs, picked once.
+template <typename T>
+void (*pick_kernel())(HEADROOM_SMALL_GEMM_ARGS) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return &kernel_avx512<T>;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &kernel_avx2<T>;
+  return &kernel_baseline<T>;
+}
+#else
+template <typename T>
+void (*pick_kernel())(HEADROOM_SMALL_GEMM_ARGS) {
+  return &kernel_baseline<T>;
+}
+#endif
 
 }  // namespace
 
@@ -106,11 +138,8 @@ template <typename T>
 void small_gemm(bool trans_a, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
                 const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   if (m == 0 || n == 0) return;
-  if constexpr (std::is_same_v<T, float>) {
-    kernel_f32(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  } else {
-    kernel_f64(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
+  static const auto run = pick_kernel<T>();
+  run(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template void small_gemm(bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t, const float*,
