@@ -2,7 +2,7 @@
 //
 //     build-fuzz/fuzz/safetensors_make_corpus fuzz/corpus
 //
-// Small valid files that reach every part of the reader: checkpoints of the two
+// Small valid files that reach every part of the reader: checkpoints of the four
 // configs of fuzz_models.hpp in F32 and F64, a file without metadata, and one with
 // a scalar, an empty tensor and header order different from data order.
 // tests/test_checkpoint.cpp checks that every committed seed still parses.
@@ -29,6 +29,11 @@ int main(int argc, char** argv) {
                         {{"note", "a float model saved as F64"}});
     hr::TransformerLM<float> variant(hr::fuzz::kVariantConfig, rng);
     hr::save_checkpoint(dir / "variant_f32.safetensors", variant, hr::fuzz::kVariantConfig);
+    hr::TransformerLM<float> current(hr::fuzz::kCurrentConfig, rng);
+    hr::save_checkpoint(dir / "current_f32.safetensors", current, hr::fuzz::kCurrentConfig);
+    hr::TransformerLM<float> qk_positions(hr::fuzz::kQkPositionsConfig, rng);
+    hr::save_checkpoint(dir / "qk_positions_f64.safetensors", qk_positions, hr::fuzz::kQkPositionsConfig,
+                        hr::DType::f64);
 
     hr::SafetensorsFile bare = hr::checkpoint_of(tiny, hr::fuzz::kTinyConfig, hr::DType::f32);
     bare.metadata.clear();
