@@ -1,9 +1,6 @@
 #include "autograd/small_gemm.hpp"
 
 #include <cstring>
-#include <type_traits>
-
-#include "autograd/fast_math.hpp"
 
 namespace headroom {
 namespace {

@@ -219,8 +219,7 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file, Kv
   if (c.model.attn_only && preset_only("ffn")) c.model.ffn = plain_model.ffn;
   if (c.model.norm == NormPlacement::none && preset_only("norm_type")) c.model.norm_type = plain_model.norm_type;
   // The preset's n_kv_heads follows the final n_heads, unless the file or a flag set it.
-  if (preset != nullptr && preset->kv_heads != nullptr && !given(f, "model.n_kv_heads") &&
-      file_key(object, "model", "n_kv_heads") == nullptr) {
+  if (preset != nullptr && preset->kv_heads != nullptr && preset_only("n_kv_heads")) {
     c.model.n_kv_heads = preset->kv_heads(c.model.n_heads);
     if (kv_heads_rule != nullptr) *kv_heads_rule = preset->kv_heads;
   }
