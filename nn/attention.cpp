@@ -242,6 +242,12 @@ void MultiHeadAttention<T>::set_head_gate(const Tensor<T>& gate) {
   head_gate_ = gate;
 }
 
+template <typename T>
+Tensor<T> MultiHeadAttention<T>::forward_cached(const Tensor<T>&, LayerKVCache<T>&, const std::vector<std::size_t>&,
+                                                std::size_t, const Tensor<T>*) {
+  throw std::logic_error("MultiHeadAttention::forward_cached: not written yet");
+}
+
 template Tensor<float> split_heads(const Tensor<float>&, std::size_t);
 template Tensor<double> split_heads(const Tensor<double>&, std::size_t);
 template Tensor<float> merge_heads(const Tensor<float>&);

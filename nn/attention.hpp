@@ -34,6 +34,7 @@
 #include <string>
 
 #include "autograd/ops.hpp"
+#include "nn/kv_cache.hpp"
 #include "nn/linear.hpp"
 #include "nn/rms_norm.hpp"
 
@@ -107,6 +108,16 @@ class MultiHeadAttention : public Module<T> {
   // only (pos_qk_only, docs/design.md #17); v_proj reads x alone.
   AttentionOutput<T> forward(const Tensor<T>& x, const Mask* key_padding_mask = nullptr,
                              bool need_weights = false, const Tensor<T>* positions = nullptr);
+
+  // Incremental decoding (docs/design.md #18): x (n, T_new, C) holds the next T_new
+  // tokens of cache rows [row0, row0 + n), row r = row0 + b at positions [lengths[r],
+  // lengths[r] + T_new) (lengths: every row of the cache). Their keys and values are written into `cache` at those
+  // positions (the caller advances the lengths), and each query attends to its row's
+  // keys up to and including its own; grouped query heads read their kv head's keys
+  // in place. positions (n, T_new, C), when given, as in forward. Values only: no
+  // gradient flows (call under NoGrad); dropout is not applied; the head gate is.
+  Tensor<T> forward_cached(const Tensor<T>& x, LayerKVCache<T>& cache, const std::vector<std::size_t>& lengths,
+                           std::size_t row0, const Tensor<T>* positions = nullptr);
 
   const AttentionOptions& options() const { return options_; }  // resolved
 

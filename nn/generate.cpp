@@ -116,7 +116,7 @@ Index sample_token(std::span<const float> logits, const SamplingOptions& options
 }
 
 std::vector<Index> generate(TransformerLM<float>& model, std::span<const Index> prompt, std::size_t tokens,
-                            const SamplingOptions& options, Rng& rng, const TokenCallback& on_token) {
+                            const SamplingOptions& options, Rng& rng, const TokenCallback& on_token, Decode) {
   const ModelConfig& config = model.config();
   if (prompt.empty()) throw std::invalid_argument("generate: the prompt is empty (it needs at least one token)");
   for (const Index id : prompt) {
@@ -153,6 +153,11 @@ std::vector<Index> generate(TransformerLM<float>& model, std::span<const Index> 
     if (on_token) on_token(next);
   }
   return out;
+}
+
+std::vector<std::vector<Index>> generate_batch(TransformerLM<float>&, const std::vector<std::vector<Index>>&,
+                                               std::size_t, const SamplingOptions&, Rng&, const BatchTokenCallback&) {
+  throw std::logic_error("generate_batch: not written yet");
 }
 
 }  // namespace headroom

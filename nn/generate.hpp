@@ -50,12 +50,36 @@ Candidates sampling_candidates(std::span<const float> logits, const SamplingOpti
 // Called with each new id as generate makes it, before the next forward pass.
 using TokenCallback = std::function<void(Index)>;
 
+// How generate runs the model (docs/design.md #18).
+enum class Decode {
+  cached,  // a KV cache: the prompt once, then one token per step
+  full,    // the whole context again for every token (no cache), for comparison
+};
+
 // `tokens` new ids after `prompt` (at least one id, each in [0, V)). The model reads
 // at most its max_len most recent tokens: once the sequence outgrows that, the
 // context is cropped from the left, so `tokens` is not bounded by max_len. Calls
 // on_token (when set) once per new id, in order, so a caller can show them as they
 // come. Runs under NoGrad in eval mode and restores the model's training mode.
+// Decode::cached and Decode::full read the same contexts and draw the same numbers,
+// so their logits agree to float rounding and greedy decoding gives the same ids;
+// past max_len a cropped window moves every position, so there each token costs a
+// full forward pass of max_len tokens in both.
 std::vector<Index> generate(TransformerLM<float>& model, std::span<const Index> prompt, std::size_t tokens,
-                            const SamplingOptions& options, Rng& rng, const TokenCallback& on_token = {});
+                            const SamplingOptions& options, Rng& rng, const TokenCallback& on_token = {},
+                            Decode decode = Decode::cached);
+
+// Called with (prompt index, new id) as generate_batch makes them.
+using BatchTokenCallback = std::function<void(std::size_t, Index)>;
+
+// generate for several prompts at once (of any lengths, each at most max_len) in one
+// KV cache of prompts.size() rows: each prompt is read alone, then every step
+// decodes one token of every row in one forward pass. Each step draws from rng for
+// the prompts in order. `tokens` + the longest prompt must fit in max_len (a
+// std::invalid_argument naming them otherwise). Returns each prompt's new ids.
+std::vector<std::vector<Index>> generate_batch(TransformerLM<float>& model,
+                                               const std::vector<std::vector<Index>>& prompts, std::size_t tokens,
+                                               const SamplingOptions& options, Rng& rng,
+                                               const BatchTokenCallback& on_token = {});
 
 }  // namespace headroom

@@ -163,6 +163,17 @@ Tensor<T> TransformerLM<T>::loss(const IndexArray& tokens, const Mask* target_ma
   return cross_entropy(logits, targets, *target_mask);
 }
 
+template <typename T>
+Tensor<T> TransformerBlock<T>::forward_cached(const Tensor<T>&, LayerKVCache<T>&, const std::vector<std::size_t>&,
+                                              std::size_t, const Tensor<T>*) {
+  throw std::logic_error("TransformerBlock::forward_cached: not written yet");
+}
+
+template <typename T>
+Tensor<T> TransformerLM<T>::forward_cached(const IndexArray&, KVCache<T>&, std::size_t) {
+  throw std::logic_error("TransformerLM::forward_cached: not written yet");
+}
+
 template class TransformerBlock<float>;
 template class TransformerBlock<double>;
 template class TransformerLM<float>;

@@ -21,6 +21,7 @@
 #include "nn/config.hpp"
 #include "nn/embedding.hpp"
 #include "nn/feed_forward.hpp"
+#include "nn/kv_cache.hpp"
 #include "nn/layer_norm.hpp"
 #include "nn/norm.hpp"
 #include "nn/rms_norm.hpp"
@@ -46,6 +47,14 @@ class TransformerBlock : public Module<T> {
   // (pos_qk_only; MultiHeadAttention::forward).
   Tensor<T> forward(const Tensor<T>& x, const Mask* key_padding_mask = nullptr,
                     Tensor<T>* weights = nullptr, const Tensor<T>* positions = nullptr);
+
+  // Incremental decoding (docs/design.md #18): x (n, T_new, C) are the next T_new
+  // tokens of cache rows [row0, row0 + n), each row b at positions [L_b, L_b + T_new);
+  // their keys and values join `cache` (this layer's), and each attends to its row's
+  // cached tokens and to its own predecessors. positions (n, T_new, C) as in forward.
+  // Values only (call under NoGrad).
+  Tensor<T> forward_cached(const Tensor<T>& x, LayerKVCache<T>& cache, const std::vector<std::size_t>& lengths,
+                           std::size_t row0, const Tensor<T>* positions = nullptr);
 
   MultiHeadAttention<T>& attention() { return attn_; }
 
@@ -78,6 +87,16 @@ class TransformerLM : public Module<T> {
   // tokens (B, T+1); target_mask (B, T) picks the targets that count (all when
   // omitted).
   Tensor<T> loss(const IndexArray& tokens, const Mask* target_mask = nullptr);
+  // Incremental decoding with a KV cache (docs/design.md #18): tokens (n, T_new) are
+  // the next tokens of cache rows [row0, row0 + n); row b's are at positions
+  // [L_b, L_b + T_new) where L_b = cache.length(b). Returns their logits
+  // (n, T_new, V), equal to forward's on each row's whole sequence up to float
+  // rounding (tests/test_kv_cache.cpp), and advances those rows by T_new. A prefill
+  // is a call with the prompt, a decode step one with T_new = 1. Runs under NoGrad
+  // in whatever mode the model is in (call eval() for dropout-free decoding).
+  // Throws std::invalid_argument naming the row when L_b + T_new passes the cache's
+  // capacity, and for a cache made for another config.
+  Tensor<T> forward_cached(const IndexArray& tokens, KVCache<T>& cache, std::size_t row0 = 0);
 
   const ModelConfig& config() const { return config_.get(); }  // resolved
   const ResolvedModelConfig& resolved_config() const { return config_; }

@@ -1,0 +1,71 @@
+#include "nn/kv_cache.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "nn/config.hpp"
+
+namespace headroom {
+
+template <typename T>
+KVCache<T>::KVCache(const ModelConfig& config, std::size_t batch, std::size_t capacity) {
+  const ResolvedModelConfig resolved = config.resolved();
+  const ModelConfig& c = resolved.get();
+  if (batch == 0) throw std::invalid_argument("KV cache: batch must be at least 1, got 0");
+  if (capacity > c.max_len) {
+    throw std::invalid_argument(fmt::format(
+        "KV cache: capacity {} is above the model's max_len {} (positions end there)", capacity, c.max_len));
+  }
+  capacity_ = capacity == 0 ? c.max_len : capacity;
+  lengths_.assign(batch, 0);
+  const AttentionOptions a = attention_options(c).resolved();
+  layers_.resize(c.n_layers);
+  for (LayerKVCache<T>& layer : layers_) {
+    layer.k = xt::zeros<T>(Shape{batch, a.n_kv_heads, a.d_k, capacity_});
+    layer.v = xt::zeros<T>(Shape{batch, a.n_kv_heads, capacity_, a.d_v});
+    if (a.key_smear) layer.k_last = xt::zeros<T>(Shape{batch, a.n_kv_heads * a.d_k});
+  }
+}
+
+template <typename T>
+void KVCache<T>::clear() {
+  std::fill(lengths_.begin(), lengths_.end(), 0);
+}
+
+template <typename T>
+void KVCache<T>::clear_row(std::size_t row) {
+  lengths_.at(row) = 0;
+}
+
+template <typename T>
+std::size_t KVCache<T>::bytes() const {
+  std::size_t n = 0;
+  for (const LayerKVCache<T>& layer : layers_) n += (layer.k.size() + layer.v.size()) * sizeof(T);
+  return n;
+}
+
+template <typename T>
+std::size_t KVCache<T>::bytes_per_token(const ModelConfig& config) {
+  const ResolvedModelConfig resolved = config.resolved();
+  return resolved.get().n_layers * kv_cache_floats_per_token(attention_options(resolved.get())) * sizeof(T);
+}
+
+template <typename T>
+void KVCache<T>::advance(std::size_t row0, std::size_t n, std::size_t added) {
+  if (row0 + n > lengths_.size()) {
+    throw std::out_of_range(fmt::format("KV cache: rows [{}, {}) of {}", row0, row0 + n, lengths_.size()));
+  }
+  for (std::size_t b = row0; b < row0 + n; ++b) {
+    if (lengths_[b] + added > capacity_) {
+      throw std::invalid_argument(fmt::format("KV cache: row {} holds {} tokens of {}; {} more do not fit", b,
+                                              lengths_[b], capacity_, added));
+    }
+    lengths_[b] += added;
+  }
+}
+
+template class KVCache<float>;
+template class KVCache<double>;
+
+}  // namespace headroom
