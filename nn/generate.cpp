@@ -118,8 +118,11 @@ Index sample_token(std::span<const float> logits, const SamplingOptions& options
 
 namespace {
 
+// `what` names the prompt: "prompt" or "prompt 2".
 void check_prompt(std::span<const Index> prompt, std::size_t vocab, const std::string& what) {
-  if (prompt.empty()) throw std::invalid_argument(fmt::format("generate: {} is empty (it needs at least one token)", what));
+  if (prompt.empty()) {
+    throw std::invalid_argument(fmt::format("generate: the {} is empty (it needs at least one token)", what));
+  }
   for (const Index id : prompt) {
     if (id < 0 || static_cast<std::size_t>(id) >= vocab) {
       throw std::invalid_argument(
@@ -150,7 +153,7 @@ IndexArray row_of(std::span<const Index> ids) {
 std::vector<Index> generate(TransformerLM<float>& model, std::span<const Index> prompt, std::size_t tokens,
                             const SamplingOptions& options, Rng& rng, const TokenCallback& on_token, Decode decode) {
   const ModelConfig& config = model.config();
-  check_prompt(prompt, config.vocab, "the prompt");
+  check_prompt(prompt, config.vocab, "prompt");
   check_sampling_options(options, config.vocab);
 
   NoGrad no_grad;
