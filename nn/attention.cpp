@@ -250,11 +250,45 @@ namespace {
 
 // One (row, kv head) pair of cached attention: query t of the new tokens, at
 // position p = L + t, attends to keys [0, p] of the cache. Kt (d_k, N) keys
-// transposed and V (N, d_v) of the kv head; q (T_new rows of stride ldq) and out
+// transposed, rows N apart (the padded stride), and V (capacity, d_v) of the kv head; q (T_new rows of stride ldq) and out
 // (stride ldo) point at the group's first query head, whose heads follow at d_k and
 // d_v. s is scratch of g N. Per query: the scores of the g heads as d_k updates
 // along the keys (each key row read once for the group), a softmax each, and the
 // outputs as p + 1 updates along d_v (each value row read once for the group).
+// y[0, n) += a x[0, n), the two not overlapping: one vector loop.
+template <typename T>
+[[gnu::always_inline]] inline void axpy(T* __restrict y, const T* __restrict x, T a, std::size_t n) {
+  for (std::size_t j = 0; j < n; ++j) y[j] += a * x[j];
+}
+
+// softmax in place over s[0, n), n >= 1: the max in 16 interleaved lanes (one
+// running max is a dependency chain the compiler does not vectorise), then exp and
+// the normalisation.
+template <typename T>
+[[gnu::always_inline]] inline void softmax_in_place(T* __restrict s, std::size_t n) {
+  constexpr std::size_t kLanes = 16;
+  T lanes[kLanes];
+  for (std::size_t l = 0; l < kLanes; ++l) lanes[l] = s[0];
+  std::size_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (std::size_t l = 0; l < kLanes; ++l) lanes[l] = s[j + l] > lanes[l] ? s[j + l] : lanes[l];
+  }
+  T max = s[0];
+  for (std::size_t l = 0; l < kLanes; ++l) max = lanes[l] > max ? lanes[l] : max;
+  for (; j < n; ++j) max = s[j] > max ? s[j] : max;
+  for (std::size_t k = 0; k < n; ++k) s[k] = fast::exp(s[k] - max);
+  const T inv = T(1) / fast::lane_sum<T>(n, [&](std::size_t k) { return s[k]; });
+  for (std::size_t k = 0; k < n; ++k) s[k] *= inv;
+}
+
+// One (row, kv head) pair of cached attention: query t of the new tokens, at
+// position p = L + t, attends to keys [0, p] of the cache. Kt (d_k, N) keys
+// transposed, rows N apart (the padded stride), and V (capacity, d_v) of the kv head; q (T_new rows of stride ldq) and out
+// (stride ldo) point at the group's first query head, whose heads follow at d_k and
+// d_v. s is scratch of g N. Per query: the scores of the g heads as d_k vector
+// updates along the keys (each key row read once for the group), a softmax each,
+// and the outputs as p + 1 vector updates along d_v (each value row read once for
+// the group).
 template <typename T>
 [[gnu::always_inline]] inline void cached_head_group(const T* q, std::size_t ldq, const T* kt, const T* v,
                                                      std::size_t N, std::size_t g, std::size_t dk, std::size_t dv,
@@ -266,29 +300,14 @@ template <typename T>
     T* ot = out + t * ldo;
     for (std::size_t r = 0; r < g; ++r) std::fill(s + r * N, s + r * N + n, T(0));
     for (std::size_t d = 0; d < dk; ++d) {
-      const T* krow = kt + d * N;
-      for (std::size_t r = 0; r < g; ++r) {
-        const T qd = qt[r * dk + d] * scale;
-        T* sr = s + r * N;
-        for (std::size_t j = 0; j < n; ++j) sr[j] += qd * krow[j];
-      }
+      for (std::size_t r = 0; r < g; ++r) axpy(s + r * N, kt + d * N, qt[r * dk + d] * scale, n);
     }
     for (std::size_t r = 0; r < g; ++r) {
-      T* sr = s + r * N;
-      T max = sr[0];
-      for (std::size_t j = 1; j < n; ++j) max = sr[j] > max ? sr[j] : max;
-      for (std::size_t j = 0; j < n; ++j) sr[j] = fast::exp(sr[j] - max);
-      const T inv = T(1) / fast::lane_sum<T>(n, [&](std::size_t j) { return sr[j]; });
-      for (std::size_t j = 0; j < n; ++j) sr[j] *= inv;
+      softmax_in_place(s + r * N, n);
       std::fill(ot + r * dv, ot + (r + 1) * dv, T(0));
     }
     for (std::size_t j = 0; j < n; ++j) {
-      const T* vrow = v + j * dv;
-      for (std::size_t r = 0; r < g; ++r) {
-        const T pj = s[r * N + j];
-        T* o = ot + r * dv;
-        for (std::size_t c = 0; c < dv; ++c) o[c] += pj * vrow[c];
-      }
+      for (std::size_t r = 0; r < g; ++r) axpy(ot + r * dv, v + j * dv, s[r * N + j], dv);
     }
   }
 }
@@ -319,14 +338,15 @@ Tensor<T> MultiHeadAttention<T>::forward_cached(const Tensor<T>& x, LayerKVCache
         "MultiHeadAttention: a non-causal layer cannot decode from a KV cache (earlier tokens would read later ones)");
   }
   const Shape& ks = cache.k.shape();
-  if (ks.size() != 4 || ks[1] != G || ks[2] != dk || cache.v.shape()[3] != dv || row0 + n > ks[0] ||
+  if (ks.size() != 4 || ks[1] != G || ks[2] != dk || cache.v.shape()[3] != dv || ks[3] < cache.v.shape()[2] ||
+      row0 + n > ks[0] ||
       lengths.size() != ks[0]) {
     throw std::invalid_argument(fmt::format(
         "MultiHeadAttention: the KV cache's keys {} and values {} do not hold rows [{}, {}) of n_kv_heads {}, "
         "d_k {}, d_v {}",
         format_shape(ks), format_shape(cache.v.shape()), row0, row0 + n, G, dk, dv));
   }
-  const std::size_t N = ks[3];
+  const std::size_t N = cache.v.shape()[2], ldk = ks[3];  // capacity, and K^T's padded row stride
   for (std::size_t b = 0; b < n; ++b) {
     if (lengths[row0 + b] + t_new > N) {
       throw std::invalid_argument(fmt::format("KV cache: row {} holds {} tokens of {}; {} more do not fit",
@@ -387,11 +407,11 @@ Tensor<T> MultiHeadAttention<T>::forward_cached(const Tensor<T>& x, LayerKVCache
   for (std::size_t b = 0; b < n; ++b) {
     const std::size_t r = row0 + b, L = lengths[r];
     for (std::size_t gi = 0; gi < G; ++gi) {
-      T* kt = cache.k.data() + (r * G + gi) * dk * N;
+      T* kt = cache.k.data() + (r * G + gi) * dk * ldk;
       T* vg = cache.v.data() + (r * G + gi) * N * dv;
       for (std::size_t t = 0; t < t_new; ++t) {
         const T* kr = pk + (b * t_new + t) * G * dk + gi * dk;
-        for (std::size_t d = 0; d < dk; ++d) kt[d * N + L + t] = kr[d];
+        for (std::size_t d = 0; d < dk; ++d) kt[d * ldk + L + t] = kr[d];
         std::copy_n(pv + (b * t_new + t) * G * dv + gi * dv, dv, vg + (L + t) * dv);
       }
     }
@@ -401,13 +421,13 @@ Tensor<T> MultiHeadAttention<T>::forward_cached(const Tensor<T>& x, LayerKVCache
   T* po = ctx_values.data();
   const T scale = static_cast<T>(scale_);
   parallel_for(n * G, 1, [&](std::size_t begin, std::size_t end) {
-    std::vector<T> scratch(g * N);
+    std::vector<T> scratch(g * ldk);
     for (std::size_t bg = begin; bg < end; ++bg) {
       const std::size_t b = bg / G, gi = bg % G, r = row0 + b;
       fast::clone_if_float<T>(cached_head_group_f32, [](auto... a) { cached_head_group(a...); },
                               pq + b * t_new * H * dk + gi * g * dk, H * dk,
-                              static_cast<const T*>(cache.k.data() + (r * G + gi) * dk * N),
-                              static_cast<const T*>(cache.v.data() + (r * G + gi) * N * dv), N, g, dk, dv, scale,
+                              static_cast<const T*>(cache.k.data() + (r * G + gi) * dk * ldk),
+                              static_cast<const T*>(cache.v.data() + (r * G + gi) * N * dv), ldk, g, dk, dv, scale,
                               lengths[r], t_new, po + b * t_new * H * dv + gi * g * dv, H * dv, scratch.data());
     }
   });

@@ -7,6 +7,15 @@
 #include "nn/config.hpp"
 
 namespace headroom {
+namespace {
+
+// K^T's row stride: the capacity rounded up to 16 values, plus 16. The d_k rows a
+// query's scores read are then never a multiple of 4 KiB apart, which at a capacity of
+// 1024 floats put them all in the same few L1 cache sets: 3.5 times slower decoding at
+// context 500.
+std::size_t key_stride(std::size_t capacity) { return (capacity + 15) / 16 * 16 + 16; }
+
+}  // namespace
 
 template <typename T>
 KVCache<T>::KVCache(const ModelConfig& config, std::size_t batch, std::size_t capacity) {
@@ -27,7 +36,7 @@ KVCache<T>::KVCache(const ModelConfig& config, std::size_t batch, std::size_t ca
   const AttentionOptions a = attention_options(c).resolved();
   layers_.resize(c.n_layers);
   for (LayerKVCache<T>& layer : layers_) {
-    layer.k = xt::zeros<T>(Shape{batch, a.n_kv_heads, a.d_k, capacity_});
+    layer.k = xt::zeros<T>(Shape{batch, a.n_kv_heads, a.d_k, key_stride(capacity_)});
     layer.v = xt::zeros<T>(Shape{batch, a.n_kv_heads, capacity_, a.d_v});
     if (a.key_smear) layer.k_last = xt::zeros<T>(Shape{batch, a.n_kv_heads * a.d_k});
   }
@@ -45,6 +54,16 @@ void KVCache<T>::clear_row(std::size_t row) {
 
 template <typename T>
 std::size_t KVCache<T>::bytes() const {
+  std::size_t n = 0;
+  for (const LayerKVCache<T>& layer : layers_) {
+    const Shape& k = layer.k.shape();
+    n += k[0] * k[1] * k[2] * capacity_ * sizeof(T) + layer.v.size() * sizeof(T);
+  }
+  return n;
+}
+
+template <typename T>
+std::size_t KVCache<T>::allocated_bytes() const {
   std::size_t n = 0;
   for (const LayerKVCache<T>& layer : layers_) n += (layer.k.size() + layer.v.size()) * sizeof(T);
   return n;

@@ -6,7 +6,8 @@
 // Legend: B = rows (sequences) the cache holds, N = capacity (tokens per row, at
 // most max_len), G = n_kv_heads, d_k, d_v per head, L_b = tokens row b holds.
 //
-// Layout: per layer, K transposed, (B, G, d_k, N), and V (B, G, N, d_v), so that one
+// Layout: per layer, K transposed, (B, G, d_k, N'), and V (B, G, N, d_v), where N' is
+// N padded (rows of K^T a multiple of 4 KiB apart fight over the same cache sets), so that one
 // kv head's keys and values are contiguous and every query head of its group reads
 // them in place (no copy per query head: grouped-query attention's saving is memory
 // read, and this is where it shows); a query's scores are then d_k vector updates
@@ -26,7 +27,7 @@ struct ModelConfig;  // nn/config.hpp, which includes this file's users
 
 template <typename T>
 struct LayerKVCache {
-  xt::xarray<T> k;       // (B, G, d_k, N): keys, transposed, after qk_norm, key_smear and rope
+  xt::xarray<T> k;       // (B, G, d_k, N'): keys, transposed (row stride N' >= N), after qk_norm, key_smear and rope
   xt::xarray<T> v;       // (B, G, N, d_v)
   xt::xarray<T> k_last;  // (B, G d_k), key_smear only: each row's newest key before the smear
 };
@@ -49,8 +50,10 @@ class KVCache {
   // Empties every row (the buffers stay allocated).
   void clear();
   void clear_row(std::size_t row);
-  // The bytes of the K and V buffers at full capacity: n_layers B N G (d_k + d_v) sizeof(T).
+  // The bytes the cache holds at full capacity: n_layers B N G (d_k + d_v) sizeof(T)
+  // (the keys' few padding columns not counted; allocated_bytes() counts them).
   std::size_t bytes() const;
+  std::size_t allocated_bytes() const;
   // The bytes one token of one row takes in every layer: n_layers G (d_k + d_v) sizeof(T).
   static std::size_t bytes_per_token(const ModelConfig& config);
 
