@@ -31,11 +31,13 @@ struct SampleFlags {
   bool greedy = false;
   std::optional<std::uint64_t> seed;  // default 0
   std::size_t count = 1;
+  bool no_cache = false;  // --no-cache: the whole context again for every token
 };
 
 constexpr std::size_t kTextTokens = 200;  // --tokens default for text models
-// Generation slides its context window, so max_len does not bound --tokens; each
-// token runs the whole model once (no KV cache), so we cap the run instead.
+// Generation slides its context window, so max_len does not bound --tokens; past
+// max_len (and with --no-cache) each token runs the whole model once, so we cap the
+// run instead.
 constexpr std::size_t kMaxTokens = 100000;
 constexpr std::size_t kMaxCount = 10000;
 
@@ -70,6 +72,8 @@ TaskExample validation_example(const Task& task, Rng& rng) {
   return e;
 }
 
+Decode decode_mode(const SampleFlags& flags) { return flags.no_cache ? Decode::full : Decode::cached; }
+
 // `step` is ", step N" when the model file says its step (train/run_dir.hpp), else "".
 int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const DataDescription& data,
                 const SamplingOptions& options, const std::string& source, const std::string& step) {
@@ -98,11 +102,14 @@ int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const Dat
     std::fflush(stdout);
     // Each token as it comes, as render_task_tokens would write the whole answer.
     bool first = true;
-    const std::vector<Index> out = generate(model, e.prompt, n, options, draws, [&first](Index id) {
-      fmt::print("{}{}", first ? "" : " ", task_token_label(id));
-      first = false;
-      std::fflush(stdout);
-    });
+    const std::vector<Index> out = generate(
+        model, e.prompt, n, options, draws,
+        [&first](Index id) {
+          fmt::print("{}{}", first ? "" : " ", task_token_label(id));
+          first = false;
+          std::fflush(stdout);
+        },
+        decode_mode(flags));
     fmt::print("\n");
     if (user_prompt) continue;
     bool match = out.size() >= e.answer.size();
@@ -136,12 +143,15 @@ int sample_text(const SampleFlags& flags, TransformerLM<float>& model, const Dat
     std::string tail = prompted ? flags.prompt : std::string();  // what was printed last
     fmt::print("{}", tail);
     std::fflush(stdout);
-    generate(model, prompt_ids, n, options, draws, [&](Index id) {
-      const std::string c = vocab.decode(std::span<const Index>(&id, 1), "sample");
-      fmt::print("{}", c);
-      if (!c.empty()) tail = c;
-      std::fflush(stdout);
-    });
+    generate(
+        model, prompt_ids, n, options, draws,
+        [&](Index id) {
+          const std::string c = vocab.decode(std::span<const Index>(&id, 1), "sample");
+          fmt::print("{}", c);
+          if (!c.empty()) tail = c;
+          std::fflush(stdout);
+        },
+        decode_mode(flags));
     fmt::print("{}", tail.empty() || tail.back() != '\n' ? "\n" : "");
     std::fflush(stdout);
   }
@@ -153,7 +163,8 @@ int sample_text(const SampleFlags& flags, TransformerLM<float>& model, const Dat
 void check_sample_flags(const SampleFlags& f) {
   if (f.tokens && *f.tokens > kMaxTokens) {
     throw std::invalid_argument(fmt::format(
-        "--tokens: at most {} (each token runs the whole model once), got {}", kMaxTokens, *f.tokens));
+        "--tokens: at most {} (past max_len each token runs the whole model once), got {}", kMaxTokens,
+        *f.tokens));
   }
   if (f.count > kMaxCount) {
     throw std::invalid_argument(fmt::format("--count: at most {}, got {}", kMaxCount, f.count));
@@ -205,8 +216,9 @@ Run add_sample_command(CLI::App& app) {
       "sample",
       "Generate from a trained model. A text model continues --prompt TEXT; a toy-task model continues --prompt "
       "\"3 7 4 |\" (token ids, or _ | ? for pad, separator and query), or without one answers validation examples "
-      "of its task and says whether each answer is right. The context is cropped to the model's max_len from the "
-      "left as it grows.");
+      "of its task and says whether each answer is right. Tokens are printed as they are made, decoded from a KV "
+      "cache (the prompt read once, then one position per token; docs/design.md #18). The context is cropped to "
+      "the model's max_len from the left as it grows, and from there on each token re-reads the window.");
   cmd->add_option("--model", f->model,
                   "A run directory written by headroom train --out (its model.safetensors, else its newest "
                   "checkpoint), or a .safetensors file")
@@ -240,6 +252,9 @@ Run add_sample_command(CLI::App& app) {
                               kMaxCount))
       ->capture_default_str()
       ->check(kCount);
+  cmd->add_flag("--no-cache", f->no_cache,
+                "Run the whole context through the model again for every token instead of decoding from the KV "
+                "cache: the same tokens (the logits agree to float rounding), slower; for comparison");
   return [f] { return run_sample(*f); };
 }
 

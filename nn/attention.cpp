@@ -1,10 +1,14 @@
 #include "nn/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "autograd/fast_math.hpp"
+#include "autograd/parallel.hpp"
 
 namespace headroom {
 
@@ -242,10 +246,178 @@ void MultiHeadAttention<T>::set_head_gate(const Tensor<T>& gate) {
   head_gate_ = gate;
 }
 
+namespace {
+
+// One (row, kv head) pair of cached attention: query t of the new tokens, at
+// position p = L + t, attends to keys [0, p] of the cache. Kt (d_k, N) keys
+// transposed and V (N, d_v) of the kv head; q (T_new rows of stride ldq) and out
+// (stride ldo) point at the group's first query head, whose heads follow at d_k and
+// d_v. s is scratch of g N. Per query: the scores of the g heads as d_k updates
+// along the keys (each key row read once for the group), a softmax each, and the
+// outputs as p + 1 updates along d_v (each value row read once for the group).
 template <typename T>
-Tensor<T> MultiHeadAttention<T>::forward_cached(const Tensor<T>&, LayerKVCache<T>&, const std::vector<std::size_t>&,
-                                                std::size_t, const Tensor<T>*) {
-  throw std::logic_error("MultiHeadAttention::forward_cached: not written yet");
+[[gnu::always_inline]] inline void cached_head_group(const T* q, std::size_t ldq, const T* kt, const T* v,
+                                                     std::size_t N, std::size_t g, std::size_t dk, std::size_t dv,
+                                                     T scale, std::size_t L, std::size_t t_new, T* out,
+                                                     std::size_t ldo, T* s) {
+  for (std::size_t t = 0; t < t_new; ++t) {
+    const std::size_t n = L + t + 1;  // keys visible to this query
+    const T* qt = q + t * ldq;
+    T* ot = out + t * ldo;
+    for (std::size_t r = 0; r < g; ++r) std::fill(s + r * N, s + r * N + n, T(0));
+    for (std::size_t d = 0; d < dk; ++d) {
+      const T* krow = kt + d * N;
+      for (std::size_t r = 0; r < g; ++r) {
+        const T qd = qt[r * dk + d] * scale;
+        T* sr = s + r * N;
+        for (std::size_t j = 0; j < n; ++j) sr[j] += qd * krow[j];
+      }
+    }
+    for (std::size_t r = 0; r < g; ++r) {
+      T* sr = s + r * N;
+      T max = sr[0];
+      for (std::size_t j = 1; j < n; ++j) max = sr[j] > max ? sr[j] : max;
+      for (std::size_t j = 0; j < n; ++j) sr[j] = fast::exp(sr[j] - max);
+      const T inv = T(1) / fast::lane_sum<T>(n, [&](std::size_t j) { return sr[j]; });
+      for (std::size_t j = 0; j < n; ++j) sr[j] *= inv;
+      std::fill(ot + r * dv, ot + (r + 1) * dv, T(0));
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+      const T* vrow = v + j * dv;
+      for (std::size_t r = 0; r < g; ++r) {
+        const T pj = s[r * N + j];
+        T* o = ot + r * dv;
+        for (std::size_t c = 0; c < dv; ++c) o[c] += pj * vrow[c];
+      }
+    }
+  }
+}
+
+HEADROOM_CLONES void cached_head_group_f32(const float* q, std::size_t ldq, const float* kt, const float* v,
+                                           std::size_t N, std::size_t g, std::size_t dk, std::size_t dv,
+                                           float scale, std::size_t L, std::size_t t_new, float* out,
+                                           std::size_t ldo, float* s) {
+  cached_head_group(q, ldq, kt, v, N, g, dk, dv, scale, L, t_new, out, ldo, s);
+}
+
+}  // namespace
+
+template <typename T>
+Tensor<T> MultiHeadAttention<T>::forward_cached(const Tensor<T>& x, LayerKVCache<T>& cache,
+                                                const std::vector<std::size_t>& lengths, std::size_t row0,
+                                                const Tensor<T>* positions) {
+  const Shape& xs = x.shape();
+  const std::size_t H = options_.n_heads, G = options_.n_kv_heads, g = H / G;
+  const std::size_t dk = options_.d_k, dv = options_.d_v;
+  if (xs.size() != 3 || xs[2] != options_.d_model || xs[1] == 0) {
+    throw ShapeError(fmt::format("MultiHeadAttention: input must be (n, T_new, {}) with T_new >= 1, got {}",
+                                 options_.d_model, format_shape(xs)));
+  }
+  const std::size_t n = xs[0], t_new = xs[1];
+  if (!options_.causal) {
+    throw std::invalid_argument(
+        "MultiHeadAttention: a non-causal layer cannot decode from a KV cache (earlier tokens would read later ones)");
+  }
+  const Shape& ks = cache.k.shape();
+  if (ks.size() != 4 || ks[1] != G || ks[2] != dk || cache.v.shape()[3] != dv || row0 + n > ks[0] ||
+      lengths.size() != ks[0]) {
+    throw std::invalid_argument(fmt::format(
+        "MultiHeadAttention: the KV cache's keys {} and values {} do not hold rows [{}, {}) of n_kv_heads {}, "
+        "d_k {}, d_v {}",
+        format_shape(ks), format_shape(cache.v.shape()), row0, row0 + n, G, dk, dv));
+  }
+  const std::size_t N = ks[3];
+  for (std::size_t b = 0; b < n; ++b) {
+    if (lengths[row0 + b] + t_new > N) {
+      throw std::invalid_argument(fmt::format("KV cache: row {} holds {} tokens of {}; {} more do not fit",
+                                              row0 + b, lengths[row0 + b], N, t_new));
+    }
+  }
+  if (positions && positions->shape() != Shape{n, t_new, options_.d_model}) {
+    throw ShapeError(fmt::format("MultiHeadAttention: positions must be (n, T_new, d_model) = {}, got {}",
+                                 format_shape({n, t_new, options_.d_model}), format_shape(positions->shape())));
+  }
+  // The same ops as forward, in the same order, on the new rows only (docs/design.md
+  // #18): only the scores read the cache.
+  const Tensor<T> qk_in = positions ? add(x, *positions) : x;
+  Tensor<T> q = q_proj_.forward(qk_in);  // (n, T_new, H dk)
+  Tensor<T> k = k_proj_.forward(qk_in);  // (n, T_new, G dk)
+  const Tensor<T> v = v_proj_.forward(x);  // (n, T_new, G dv)
+  if (q_norm_) {
+    q = reshape(q_norm_->forward(reshape(q, {n, t_new, H, dk})), {n, t_new, H * dk});
+    k = reshape(k_norm_->forward(reshape(k, {n, t_new, G, dk})), {n, t_new, G * dk});
+  }
+  if (options_.key_smear) {
+    // prev_0 is the row's newest cached key before the smear (0 for an empty row).
+    xt::xarray<T> first = xt::zeros<T>(Shape{n, 1, G * dk});
+    for (std::size_t b = 0; b < n; ++b) {
+      if (lengths[row0 + b] == 0) continue;
+      std::copy_n(cache.k_last.data() + (row0 + b) * G * dk, G * dk, first.data() + b * G * dk);
+    }
+    const Tensor<T> first_t(std::move(first));
+    Tensor<T> prev = t_new == 1 ? first_t : concat(std::vector<Tensor<T>>{first_t, slice(k, 1, 0, t_new - 1)}, 1);
+    for (std::size_t b = 0; b < n; ++b) {  // this call's newest keys, before the smear
+      std::copy_n(k.value().data() + (b * t_new + t_new - 1) * G * dk, G * dk,
+                  cache.k_last.data() + (row0 + b) * G * dk);
+    }
+    Tensor<T> s = reshape(sigmoid(key_smear_), {1, 1, G, 1});
+    Tensor<T> prev4 = reshape(prev, {n, t_new, G, dk});
+    k = reshape(add(prev4, mul(s, sub(reshape(k, {n, t_new, G, dk}), prev4))), {n, t_new, G * dk});
+  }
+  if (options_.rope) {
+    // One call when every row is at the same position (the common case), else row by row.
+    const bool same = std::all_of(lengths.begin() + row0, lengths.begin() + row0 + n,
+                                  [&](std::size_t l) { return l == lengths[row0]; });
+    if (same) {
+      q = rope(q, H, options_.rope_base, lengths[row0]);
+      k = rope(k, G, options_.rope_base, lengths[row0]);
+    } else {
+      std::vector<Tensor<T>> qs, kss;
+      for (std::size_t b = 0; b < n; ++b) {
+        qs.push_back(rope(slice(q, 0, b, b + 1), H, options_.rope_base, lengths[row0 + b]));
+        kss.push_back(rope(slice(k, 0, b, b + 1), G, options_.rope_base, lengths[row0 + b]));
+      }
+      q = concat(qs, 0);
+      k = concat(kss, 0);
+    }
+  }
+  // The new keys (transposed) and values into the cache at their positions.
+  const T* pk = k.value().data();
+  const T* pv = v.value().data();
+  for (std::size_t b = 0; b < n; ++b) {
+    const std::size_t r = row0 + b, L = lengths[r];
+    for (std::size_t gi = 0; gi < G; ++gi) {
+      T* kt = cache.k.data() + (r * G + gi) * dk * N;
+      T* vg = cache.v.data() + (r * G + gi) * N * dv;
+      for (std::size_t t = 0; t < t_new; ++t) {
+        const T* kr = pk + (b * t_new + t) * G * dk + gi * dk;
+        for (std::size_t d = 0; d < dk; ++d) kt[d * N + L + t] = kr[d];
+        std::copy_n(pv + (b * t_new + t) * G * dv + gi * dv, dv, vg + (L + t) * dv);
+      }
+    }
+  }
+  xt::xarray<T> ctx_values = xt::empty<T>(Shape{n, t_new, H * dv});
+  const T* pq = q.value().data();
+  T* po = ctx_values.data();
+  const T scale = static_cast<T>(scale_);
+  parallel_for(n * G, 1, [&](std::size_t begin, std::size_t end) {
+    std::vector<T> scratch(g * N);
+    for (std::size_t bg = begin; bg < end; ++bg) {
+      const std::size_t b = bg / G, gi = bg % G, r = row0 + b;
+      fast::clone_if_float<T>(cached_head_group_f32, [](auto... a) { cached_head_group(a...); },
+                              pq + b * t_new * H * dk + gi * g * dk, H * dk,
+                              static_cast<const T*>(cache.k.data() + (r * G + gi) * dk * N),
+                              static_cast<const T*>(cache.v.data() + (r * G + gi) * N * dv), N, g, dk, dv, scale,
+                              lengths[r], t_new, po + b * t_new * H * dv + gi * g * dv, H * dv, scratch.data());
+    }
+  });
+  Tensor<T> ctx(std::move(ctx_values));  // (n, T_new, H dv)
+  if (head_gate_ || options_.head_combine == HeadCombine::sum) {
+    Tensor<T> heads = reshape(ctx, {n, t_new, H, dv});
+    if (head_gate_) heads = mul(heads, reshape(*head_gate_, {1, 1, H, 1}));
+    ctx = options_.head_combine == HeadCombine::sum ? sum(heads, {2}) : reshape(heads, {n, t_new, H * dv});
+  }
+  return out_proj_.forward(ctx);  // (n, T_new, C)
 }
 
 template Tensor<float> split_heads(const Tensor<float>&, std::size_t);

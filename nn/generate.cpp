@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -115,38 +116,75 @@ Index sample_token(std::span<const float> logits, const SamplingOptions& options
   return static_cast<Index>(c.ids.back());
 }
 
-std::vector<Index> generate(TransformerLM<float>& model, std::span<const Index> prompt, std::size_t tokens,
-                            const SamplingOptions& options, Rng& rng, const TokenCallback& on_token, Decode) {
-  const ModelConfig& config = model.config();
-  if (prompt.empty()) throw std::invalid_argument("generate: the prompt is empty (it needs at least one token)");
+namespace {
+
+// `what` names the prompt: "prompt" or "prompt 2".
+void check_prompt(std::span<const Index> prompt, std::size_t vocab, const std::string& what) {
+  if (prompt.empty()) {
+    throw std::invalid_argument(fmt::format("generate: the {} is empty (it needs at least one token)", what));
+  }
   for (const Index id : prompt) {
-    if (id < 0 || static_cast<std::size_t>(id) >= config.vocab) {
-      throw std::invalid_argument(fmt::format("generate: prompt token {} is outside the vocabulary [0, {})", id,
-                                              config.vocab));
+    if (id < 0 || static_cast<std::size_t>(id) >= vocab) {
+      throw std::invalid_argument(
+          fmt::format("generate: {} token {} is outside the vocabulary [0, {})", what, id, vocab));
     }
   }
+}
+
+// Eval mode (no dropout) for the whole generation; the caller's mode comes back
+// even when a forward pass throws.
+struct EvalMode {
+  explicit EvalMode(TransformerLM<float>& m) : model(m), training(m.is_training()) { model.eval(); }
+  ~EvalMode() { model.train(training); }
+  EvalMode(const EvalMode&) = delete;
+  EvalMode& operator=(const EvalMode&) = delete;
+  TransformerLM<float>& model;
+  bool training;
+};
+
+IndexArray row_of(std::span<const Index> ids) {
+  IndexArray a = IndexArray::from_shape({std::size_t{1}, ids.size()});
+  std::copy(ids.begin(), ids.end(), a.begin());
+  return a;
+}
+
+}  // namespace
+
+std::vector<Index> generate(TransformerLM<float>& model, std::span<const Index> prompt, std::size_t tokens,
+                            const SamplingOptions& options, Rng& rng, const TokenCallback& on_token, Decode decode) {
+  const ModelConfig& config = model.config();
+  check_prompt(prompt, config.vocab, "prompt");
   check_sampling_options(options, config.vocab);
 
   NoGrad no_grad;
-  // Eval mode (no dropout) for the whole generation; the caller's mode comes back
-  // even when a forward pass throws.
-  struct RestoreMode {
-    TransformerLM<float>& model;
-    bool training;
-    ~RestoreMode() { model.train(training); }
-  } restore{model, model.is_training()};
-  model.eval();
+  EvalMode eval_mode(model);
+  // A non-causal model's earlier outputs change with every new token: nothing to cache.
+  const bool cached = decode == Decode::cached && config.causal;
+  std::optional<KVCache<float>> cache;
+  if (cached && tokens > 0) cache.emplace(config, 1);
   std::vector<Index> sequence(prompt.begin(), prompt.end());
   std::vector<Index> out;
   out.reserve(std::min<std::size_t>(tokens, 1 << 16));  // --tokens may be huge; we grow as we go
   for (std::size_t n = 0; n < tokens; ++n) {
-    // The model rejects inputs longer than max_len: read the most recent ones.
+    // The model reads at most max_len tokens: the most recent ones.
     const std::size_t L = std::min(sequence.size(), config.max_len);
-    IndexArray context = IndexArray::from_shape({std::size_t{1}, L});  // (1, L)
-    std::copy(sequence.end() - static_cast<std::ptrdiff_t>(L), sequence.end(), context.begin());
-    const Tensor<float> logits = model.forward(context);  // (1, L, V)
-    const std::size_t V = logits.shape()[2];
-    const float* last = logits.value().data() + (L - 1) * V;
+    const std::span<const Index> context(sequence.data() + sequence.size() - L, L);
+    Tensor<float> logits;
+    if (!cached) {
+      logits = model.forward(row_of(context));  // (1, L, V)
+    } else {
+      // The cache holds sequence[0, held); the window moves once the sequence
+      // passes max_len, and then every position with it: read the window afresh.
+      const std::size_t held = cache->length(0);
+      if (sequence.size() > config.max_len || held == 0 || held + 1 != sequence.size()) {
+        cache->clear();
+        logits = model.forward_cached(row_of(context), *cache);
+      } else {
+        logits = model.forward_cached(row_of(context.last(1)), *cache);
+      }
+    }
+    const std::size_t V = logits.shape()[2], rows = logits.shape()[1];
+    const float* last = logits.value().data() + (rows - 1) * V;
     const Index next = sample_token(std::span<const float>(last, V), options, rng);
     sequence.push_back(next);
     out.push_back(next);
@@ -155,9 +193,50 @@ std::vector<Index> generate(TransformerLM<float>& model, std::span<const Index> 
   return out;
 }
 
-std::vector<std::vector<Index>> generate_batch(TransformerLM<float>&, const std::vector<std::vector<Index>>&,
-                                               std::size_t, const SamplingOptions&, Rng&, const BatchTokenCallback&) {
-  throw std::logic_error("generate_batch: not written yet");
+std::vector<std::vector<Index>> generate_batch(TransformerLM<float>& model,
+                                               const std::vector<std::vector<Index>>& prompts, std::size_t tokens,
+                                               const SamplingOptions& options, Rng& rng,
+                                               const BatchTokenCallback& on_token) {
+  const ModelConfig& config = model.config();
+  if (prompts.empty()) throw std::invalid_argument("generate_batch: no prompts");
+  std::size_t longest = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    check_prompt(prompts[i], config.vocab, fmt::format("prompt {}", i));
+    longest = std::max(longest, prompts[i].size());
+  }
+  if (longest + tokens > config.max_len) {
+    throw std::invalid_argument(fmt::format(
+        "generate_batch: the longest prompt ({} tokens) and {} new ones do not fit in max_len {}", longest, tokens,
+        config.max_len));
+  }
+  check_sampling_options(options, config.vocab);
+  NoGrad no_grad;
+  EvalMode eval_mode(model);
+  const std::size_t B = prompts.size();
+  std::vector<std::vector<Index>> out(B);
+  if (tokens == 0) return out;
+  KVCache<float> cache(config, B);
+  // Each prompt alone (they differ in length), keeping its last row of logits.
+  std::vector<float> last;
+  std::size_t V = 0;
+  for (std::size_t b = 0; b < B; ++b) {
+    const Tensor<float> logits = model.forward_cached(row_of(prompts[b]), cache, b);  // (1, L_b, V)
+    V = logits.shape()[2];
+    const float* row = logits.value().data() + (prompts[b].size() - 1) * V;
+    last.insert(last.end(), row, row + V);
+  }
+  IndexArray next = IndexArray::from_shape({B, std::size_t{1}});
+  for (std::size_t n = 0; n < tokens; ++n) {
+    for (std::size_t b = 0; b < B; ++b) {
+      next(b, 0) = sample_token(std::span<const float>(last.data() + b * V, V), options, rng);
+      out[b].push_back(next(b, 0));
+      if (on_token) on_token(b, next(b, 0));
+    }
+    if (n + 1 == tokens) break;
+    const Tensor<float> logits = model.forward_cached(next, cache);  // (B, 1, V)
+    std::copy_n(logits.value().data(), B * V, last.data());
+  }
+  return out;
 }
 
 }  // namespace headroom

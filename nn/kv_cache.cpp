@@ -12,6 +12,11 @@ template <typename T>
 KVCache<T>::KVCache(const ModelConfig& config, std::size_t batch, std::size_t capacity) {
   const ResolvedModelConfig resolved = config.resolved();
   const ModelConfig& c = resolved.get();
+  if (!c.causal) {
+    throw std::invalid_argument(
+        "KV cache: the model is not causal (causal = false), so a new token changes every earlier one's output "
+        "and nothing can be cached");
+  }
   if (batch == 0) throw std::invalid_argument("KV cache: batch must be at least 1, got 0");
   if (capacity > c.max_len) {
     throw std::invalid_argument(fmt::format(

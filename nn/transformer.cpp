@@ -164,14 +164,64 @@ Tensor<T> TransformerLM<T>::loss(const IndexArray& tokens, const Mask* target_ma
 }
 
 template <typename T>
-Tensor<T> TransformerBlock<T>::forward_cached(const Tensor<T>&, LayerKVCache<T>&, const std::vector<std::size_t>&,
-                                              std::size_t, const Tensor<T>*) {
-  throw std::logic_error("TransformerBlock::forward_cached: not written yet");
+Tensor<T> TransformerBlock<T>::forward_cached(const Tensor<T>& x, LayerKVCache<T>& cache,
+                                              const std::vector<std::size_t>& lengths, std::size_t row0,
+                                              const Tensor<T>* positions) {
+  // forward's lines, with the cached attention.
+  if (norm_ == NormPlacement::post) {
+    Tensor<T> h = norm1(add(x, attn_.forward_cached(x, cache, lengths, row0, positions)));
+    return ffn_ ? norm2(add(h, ffn_->forward(h))) : h;
+  }
+  Tensor<T> h = add(x, attn_.forward_cached(norm1(x), cache, lengths, row0, positions));
+  return ffn_ ? add(h, ffn_->forward(norm2(h))) : h;
 }
 
 template <typename T>
-Tensor<T> TransformerLM<T>::forward_cached(const IndexArray&, KVCache<T>&, std::size_t) {
-  throw std::logic_error("TransformerLM::forward_cached: not written yet");
+Tensor<T> TransformerLM<T>::forward_cached(const IndexArray& tokens, KVCache<T>& cache, std::size_t row0) {
+  const Shape& s = tokens.shape();
+  if (s.size() != 2 || s[1] == 0) {
+    throw ShapeError(fmt::format("TransformerLM: tokens must be (n, T_new) with T_new >= 1, got {}", format_shape(s)));
+  }
+  const std::size_t n = s[0], t_new = s[1];
+  if (cache.n_layers() != blocks_.size() || row0 + n > cache.batch()) {
+    throw std::invalid_argument(fmt::format(
+        "TransformerLM: a KV cache of {} layers and {} rows cannot take rows [{}, {}) of this {}-layer model",
+        cache.n_layers(), cache.batch(), row0, row0 + n, blocks_.size()));
+  }
+  for (std::size_t b = row0; b < row0 + n; ++b) {
+    if (cache.length(b) + t_new > cache.capacity()) {
+      throw std::invalid_argument(fmt::format("KV cache: row {} holds {} tokens of {}; {} more do not fit", b,
+                                              cache.length(b), cache.capacity(), t_new));
+    }
+  }
+  NoGrad no_grad;
+  const std::vector<std::size_t>& lengths = cache.lengths();
+  Tensor<T> x = tok_emb_.forward(tokens);  // (n, T_new, C)
+  // P as forward has it, at each row's positions: (n, T_new, C).
+  Tensor<T> table;
+  if (pos_emb_) {
+    IndexArray positions = IndexArray::from_shape({n, t_new});
+    for (std::size_t b = 0; b < n; ++b) {
+      for (std::size_t t = 0; t < t_new; ++t) positions(b, t) = static_cast<Index>(lengths[row0 + b] + t);
+    }
+    table = pos_emb_->forward(positions);
+  } else if (config_->pos == PositionEncoding::sinusoidal) {
+    const std::size_t C = config_->d_model;
+    xt::xarray<T> values = xt::xarray<T>::from_shape({n, t_new, C});
+    for (std::size_t b = 0; b < n; ++b) {
+      std::copy_n(sinusoid_.data() + lengths[row0 + b] * C, t_new * C, values.data() + b * t_new * C);
+    }
+    table = Tensor<T>(std::move(values));
+  }
+  const bool qk_only = config_->pos_qk_only;
+  if (table.defined() && !qk_only) x = add(x, table);
+  const Tensor<T>* positions = table.defined() && qk_only ? &table : nullptr;
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    x = blocks_[i]->forward_cached(x, cache.layer(i), lengths, row0, positions);
+  }
+  cache.advance(row0, n, t_new);
+  if (ln_f_) x = ln_f_->forward(x);
+  return head_ ? head_->forward(x) : linear(x, tok_emb_.weight());  // (n, T_new, V)
 }
 
 template class TransformerBlock<float>;

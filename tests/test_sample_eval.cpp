@@ -415,6 +415,11 @@ TEST_CASE("sample is reproducible for a seed, differs across seeds, and greedy =
                                                   {.greedy = true}, unused);
   CHECK(greedy.output == "the caf\u00e9" + chars.vocab().decode(ids, "t") + "\n");
 
+  // --no-cache re-runs the whole context per token: the same characters, sampled
+  // and greedy, past max_len 8 too (30 tokens).
+  CHECK(run_headroom(m + "--seed 1 --no-cache").output == a.output);
+  CHECK(run_headroom(m + "--greedy --no-cache").output == greedy.output);
+
   // --count prints each sample under a header.
   const CliResult three = run_headroom(m + "--count 3");
   CHECK(three.status == 0);
@@ -583,7 +588,8 @@ TEST_CASE("a model with a NaN or Inf weight is refused by every command that rea
 TEST_CASE("sample and eval --help list their flags") {
   for (const auto& [command, flags] :
        {std::pair<std::string, std::vector<std::string>>{
-            "sample", {"--model", "--prompt", "--tokens", "--temperature", "--top-k", "--greedy", "--seed", "--count"}},
+            "sample",
+            {"--model", "--prompt", "--tokens", "--temperature", "--top-k", "--greedy", "--seed", "--count", "--no-cache"}},
         {"eval", {"--model", "--text", "--batches", "--batch", "--seed", "--json"}}}) {
     const CliResult r = run_headroom(command + " --help");
     CHECK(r.status == 0);

@@ -256,7 +256,7 @@ TEST_CASE("sample refuses a sampling knob next to greedy decoding, a bad --top-p
   check_refused(m + "--top-p 0", "--top-p: must be a number in (0, 1], got 0");
   check_refused(m + "--top-p 1.01", "--top-p: must be a number in (0, 1], got 1.01");
   check_refused(m + "--top-p nan", "--top-p: must be a number in (0, 1], got nan");
-  check_refused(m + "--tokens 100001", "--tokens: at most 100000 (each token runs the whole model once), got 100001");
+  check_refused(m + "--tokens 100001", "--tokens: at most 100000 (past max_len each token runs the whole model once), got 100001");
   check_refused(m + "--tokens 99999999999999", "--tokens: at most 100000");
   check_refused(m + "--count 10001", "--count: at most 10000, got 10001");
   // Greedy draws nothing: a seed is only for a task model's validation examples.
