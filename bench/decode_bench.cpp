@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <exception>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -160,18 +161,27 @@ hr::ModelConfig model_config(const BenchOptions& o, std::size_t n_kv_heads) {
                          .max_len = o.max_len};
 }
 
-void print_profile(const hr::OpProfile& profile, std::size_t tokens) {
+void print_profile(const std::map<std::string, hr::OpTiming>& by_name, std::size_t tokens) {
+  std::vector<hr::OpTiming> rows;
+  double total_ms = 0;
+  for (const auto& [name, t] : by_name) {
+    rows.push_back(t);
+    total_ms += t.forward_ms;
+  }
+  std::sort(rows.begin(), rows.end(), [](const hr::OpTiming& a, const hr::OpTiming& b) {
+    return a.forward_ms > b.forward_ms;
+  });
   std::cerr << fmt::format("per-op profile of the cached steps, microseconds per token ({} tokens):\n", tokens);
-  std::cerr << fmt::format("{:<28} {:>10} {:>10}\n", "op", "us/token", "calls/tok");
-  for (const hr::OpTiming& r : profile.timings()) {
-    std::cerr << fmt::format("{:<28} {:>10.2f} {:>10.1f}\n", r.name,
-                             1e3 * r.forward_ms / static_cast<double>(tokens),
+  std::cerr << fmt::format("{:<28} {:>10} {:>7} {:>10}\n", "op", "us/token", "share", "calls/tok");
+  for (const hr::OpTiming& r : rows) {
+    std::cerr << fmt::format("{:<28} {:>10.2f} {:>6.1f}% {:>10.1f}\n", r.name,
+                             1e3 * r.forward_ms / static_cast<double>(tokens), 100.0 * r.forward_ms / total_ms,
                              static_cast<double>(r.forward_calls) / static_cast<double>(tokens));
   }
 }
 
 Row bench_one(const BenchOptions& o, const KvConfig& kv, std::size_t context, hr::TransformerLM<float>& model,
-              const std::vector<hr::Index>& ids, std::optional<hr::OpProfile>& profile,
+              const std::vector<hr::Index>& ids, std::map<std::string, hr::OpTiming>* profile_sum,
               std::size_t& profiled_tokens) {
   const std::size_t n = o.steps, prefill = context - n;
   hr::KVCache<float> cache(model.config(), 1, context);
@@ -193,25 +203,30 @@ Row bench_one(const BenchOptions& o, const KvConfig& kv, std::size_t context, hr
   for (std::size_t rep = 0; rep < o.warmup + o.reps; ++rep) {
     const bool timed = rep >= o.warmup;
     cache.clear();
-    {
-      std::optional<hr::OpProfile> pause;  // an inner profile: the prefill is not in the table
-      if (profile) pause.emplace();
-      model.forward_cached(prompt, cache);
-    }
-    if (profile) profile->lap();
+    model.forward_cached(prompt, cache);
     double cached_ms = 0;
-    for (std::size_t k = 0; k < n; ++k) {
-      const auto t0 = Clock::now();
-      const hr::Tensor<float> logits = model.forward_cached(steps[k], cache);  // (1, 1, V)
-      cached_ms += ms_since(t0);
-      cached_logits[k] = last_row(logits);
-      if (profile) profile->lap();
+    {
+      std::optional<hr::OpProfile> profile;  // the cached steps only: not the prefill, not the full path
+      if (profile_sum) profile.emplace();
+      for (std::size_t k = 0; k < n; ++k) {
+        if (profile) profile->lap();
+        const auto t0 = Clock::now();
+        const hr::Tensor<float> logits = model.forward_cached(steps[k], cache);  // (1, 1, V)
+        cached_ms += ms_since(t0);
+        cached_logits[k] = last_row(logits);
+      }
+      if (profile) {
+        for (const hr::OpTiming& t : profile->timings()) {
+          hr::OpTiming& sum = (*profile_sum)[t.name];
+          sum.name = t.name;
+          sum.forward_ms += t.forward_ms;
+          sum.forward_calls += t.forward_calls;
+        }
+        profiled_tokens += n;  // warm-up reps included
+      }
     }
-    if (profile) profiled_tokens += n;  // warm-up reps included
     double full_ms = 0;
     {
-      std::optional<hr::OpProfile> pause;  // nor is the full path
-      if (profile) pause.emplace();
       for (std::size_t k = 0; k < n; ++k) {
         const auto t0 = Clock::now();
         const hr::Tensor<float> logits = model.forward(contexts[k]);  // (1, c, V)
@@ -270,11 +285,10 @@ int run(const BenchOptions& o) {
     hr::TransformerLM<float> model(config, init_rng);
     model.eval();
     const hr::NoGrad no_grad;
-    std::optional<hr::OpProfile> profile;
-    if (o.profile) profile.emplace();
+    std::map<std::string, hr::OpTiming> profile_sum;  // by op, summed over the cached steps of every L
     std::size_t profiled_tokens = 0;
     for (std::size_t context : lengths) {
-      const Row r = bench_one(o, kv, context, model, ids, profile, profiled_tokens);
+      const Row r = bench_one(o, kv, context, model, ids, o.profile ? &profile_sum : nullptr, profiled_tokens);
       rows.push_back(r);
       std::cerr << fmt::format("headroom: {} (G {}) L {}: cached {:.1f} tok/s, full {:.1f} tok/s\n", r.kv,
                                r.n_kv_heads, r.context, r.cached_tok_s, r.full_tok_s);
@@ -292,9 +306,9 @@ int run(const BenchOptions& o) {
           r.max_diff);
       std::cout.flush();
     }
-    if (profile) {
+    if (o.profile) {
       std::cerr << fmt::format("{} (G {}):\n", kv.name, kv.n_kv_heads);
-      print_profile(*profile, profiled_tokens);
+      print_profile(profile_sum, profiled_tokens);
     }
   }
 
