@@ -16,7 +16,8 @@
 // choosing the next token is not timed (the tokens are uniform random ids drawn
 // from --seed before the clock starts). A rep's tokens/s is n over the sum of its n
 // calls; the reported value is the median over --reps reps after --warmup untimed
-// ones, and the two paths alternate rep by rep so that the machine's slow phases hit
+// ones (cached_cpu_tok_s and full_cpu_tok_s: the same over process CPU time, which at
+// 1 thread leaves out the time other processes held the core), and the two paths alternate rep by rep so that the machine's slow phases hit
 // both. As a check that the two compute the same thing, max_abs_logit_diff is the
 // largest difference between a cached step's logits and the full forward's last row
 // at the same context, over the last rep.
@@ -27,6 +28,8 @@
 // Output: progress and errors on stderr, one JSON line per (kv config, L) on stdout,
 // then a readable table on stderr, with the check that MQA's bytes per token are
 // exactly 1/h of MHA's.
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -38,6 +41,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -49,6 +53,7 @@
 #include "autograd/profile.hpp"
 #include "autograd/random.hpp"
 #include "nn/kv_cache.hpp"
+#include "nn/module.hpp"
 #include "nn/transformer.hpp"
 
 namespace hr = headroom;
@@ -84,6 +89,8 @@ struct Row {
   std::size_t context = 0;
   double cached_tok_s = 0;
   double full_tok_s = 0;
+  double cached_cpu_tok_s = 0;  // the same by process CPU time
+  double full_cpu_tok_s = 0;
   std::size_t bytes_per_token = 0;
   std::size_t cache_bytes = 0;
   double max_diff = 0;
@@ -140,6 +147,14 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// CPU time of the whole process, in ms: at 1 thread the wall time minus the time
+// other processes held the core, so it survives a busy machine.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
@@ -180,6 +195,64 @@ void print_profile(const std::map<std::string, hr::OpTiming>& by_name, std::size
   }
 }
 
+// --profile's timing by parts: the 6 n_layers + 1 linears of one decode step alone,
+// (1, 1, in) x (out, in)^T + bias, in the model's order and shapes, each layer with
+// its own weights (so they stream from memory as in the model); microseconds per
+// token, the median of 9 reps of 16 tokens. The cached step's time minus this is
+// attention, norms, adds, GELU and the rest.
+struct LinearParts {
+  double total_us = 0;
+  std::vector<std::pair<std::string, double>> by_shape;  // per shape, summed over layers
+};
+
+LinearParts time_linears(const hr::ModelConfig& c, std::uint64_t seed) {
+  hr::Rng rng(seed);
+  struct Lin {
+    std::string name;
+    hr::Tensor<float> w, b;
+  };
+  const std::size_t C = c.d_model, q = c.n_heads * c.d_k, kv = c.n_kv_heads * c.d_k, f = c.d_ff;
+  const auto make = [&](std::string name, std::size_t out, std::size_t in, bool bias) {
+    return Lin{.name = std::move(name),
+               .w = hr::Tensor<float>(hr::normal_init<float>({out, in}, 0.02, rng)),
+               .b = bias ? hr::Tensor<float>(xt::xarray<float>(xt::zeros<float>({out}))) : hr::Tensor<float>()};
+  };
+  std::vector<Lin> lins;
+  for (std::size_t l = 0; l < c.n_layers; ++l) {
+    lins.push_back(make(fmt::format("q_proj ({}, {})", q, C), q, C, true));
+    lins.push_back(make(fmt::format("k_proj ({}, {})", kv, C), kv, C, true));
+    lins.push_back(make(fmt::format("v_proj ({}, {})", kv, C), kv, C, true));
+    lins.push_back(make(fmt::format("out_proj ({}, {})", C, q), C, q, true));
+    lins.push_back(make(fmt::format("fc1 ({}, {})", f, C), f, C, true));
+    lins.push_back(make(fmt::format("fc2 ({}, {})", C, f), C, f, true));
+  }
+  lins.push_back(make(fmt::format("head ({}, {})", c.vocab, C), c.vocab, C, false));
+  std::map<std::string, std::vector<double>> per_name;  // us per token, per rep
+  std::vector<double> totals;
+  const std::size_t tokens = 16;
+  for (int rep = 0; rep < 10; ++rep) {
+    std::map<std::string, double> ms;
+    double total = 0;
+    for (std::size_t t = 0; t < tokens; ++t) {
+      for (const Lin& lin : lins) {
+        const std::size_t in = lin.w.shape()[1];
+        const hr::Tensor<float> x(xt::xarray<float>(xt::ones<float>({std::size_t{1}, std::size_t{1}, in})));
+        const auto t0 = Clock::now();
+        const hr::Tensor<float> y = hr::linear(x, lin.w, lin.b);
+        const double d = ms_since(t0);
+        ms[lin.name] += d;
+        total += d;
+      }
+    }
+    if (rep == 0) continue;  // warm-up
+    for (const auto& [name, v] : ms) per_name[name].push_back(1e3 * v / tokens);
+    totals.push_back(1e3 * total / tokens);
+  }
+  LinearParts parts{.total_us = median(totals), .by_shape = {}};
+  for (const auto& [name, v] : per_name) parts.by_shape.emplace_back(name, median(v));
+  return parts;
+}
+
 Row bench_one(const BenchOptions& o, const KvConfig& kv, std::size_t context, hr::TransformerLM<float>& model,
               const std::vector<hr::Index>& ids, std::map<std::string, hr::OpTiming>* profile_sum,
               std::size_t& profiled_tokens) {
@@ -198,21 +271,23 @@ Row bench_one(const BenchOptions& o, const KvConfig& kv, std::size_t context, hr
     contexts.push_back(std::move(all));
   }
 
-  std::vector<double> cached_tok_s, full_tok_s;
+  std::vector<double> cached_tok_s, full_tok_s, cached_cpu_tok_s, full_cpu_tok_s;
   std::vector<std::vector<float>> cached_logits(n), full_logits(n);
   for (std::size_t rep = 0; rep < o.warmup + o.reps; ++rep) {
     const bool timed = rep >= o.warmup;
     cache.clear();
     model.forward_cached(prompt, cache);
-    double cached_ms = 0;
+    double cached_ms = 0, cached_cpu = 0;
     {
       std::optional<hr::OpProfile> profile;  // the cached steps only: not the prefill, not the full path
       if (profile_sum) profile.emplace();
       for (std::size_t k = 0; k < n; ++k) {
         if (profile) profile->lap();
+        const double c0 = process_cpu_ms();
         const auto t0 = Clock::now();
         const hr::Tensor<float> logits = model.forward_cached(steps[k], cache);  // (1, 1, V)
         cached_ms += ms_since(t0);
+        cached_cpu += process_cpu_ms() - c0;
         cached_logits[k] = last_row(logits);
       }
       if (profile) {
@@ -225,18 +300,22 @@ Row bench_one(const BenchOptions& o, const KvConfig& kv, std::size_t context, hr
         profiled_tokens += n;  // warm-up reps included
       }
     }
-    double full_ms = 0;
+    double full_ms = 0, full_cpu = 0;
     {
       for (std::size_t k = 0; k < n; ++k) {
+        const double c0 = process_cpu_ms();
         const auto t0 = Clock::now();
         const hr::Tensor<float> logits = model.forward(contexts[k]);  // (1, c, V)
         full_ms += ms_since(t0);
+        full_cpu += process_cpu_ms() - c0;
         full_logits[k] = last_row(logits);
       }
     }
     if (timed) {
       cached_tok_s.push_back(static_cast<double>(n) / (cached_ms / 1000.0));
       full_tok_s.push_back(static_cast<double>(n) / (full_ms / 1000.0));
+      cached_cpu_tok_s.push_back(static_cast<double>(n) / (cached_cpu / 1000.0));
+      full_cpu_tok_s.push_back(static_cast<double>(n) / (full_cpu / 1000.0));
     }
   }
   double max_diff = 0;
@@ -250,6 +329,8 @@ Row bench_one(const BenchOptions& o, const KvConfig& kv, std::size_t context, hr
           .context = context,
           .cached_tok_s = median(cached_tok_s),
           .full_tok_s = median(full_tok_s),
+          .cached_cpu_tok_s = median(cached_cpu_tok_s),
+          .full_cpu_tok_s = median(full_cpu_tok_s),
           .bytes_per_token = hr::KVCache<float>::bytes_per_token(model.config()),
           .cache_bytes = cache.bytes(),
           .max_diff = max_diff};
@@ -297,18 +378,29 @@ int run(const BenchOptions& o) {
           "\"n_layers\": {}, \"max_len\": {}, \"vocab\": {}, \"threads\": {}, \"parameters\": {}, "
           "\"context\": {}, \"steps\": {}, \"reps\": {}, \"warmup\": {}, \"mean_context\": {:.1f}, "
           "\"cached_tok_s\": {:.2f}, \"full_tok_s\": {:.2f}, \"cached_over_full\": {:.3f}, "
+          "\"cached_cpu_tok_s\": {:.2f}, \"full_cpu_tok_s\": {:.2f}, "
           "\"kv_bytes_per_token\": {}, \"kv_bytes\": {}, \"kv_cache_bytes\": {}, "
           "\"max_abs_logit_diff\": {:.3g}}}\n",
           r.kv, o.d_model, o.n_heads, r.n_kv_heads, o.n_layers, o.max_len, o.vocab, o.threads,
           model.parameter_count(), r.context, o.steps, o.reps, o.warmup,
           static_cast<double>(r.context) - 0.5 * static_cast<double>(o.steps - 1), r.cached_tok_s, r.full_tok_s,
-          r.cached_tok_s / r.full_tok_s, r.bytes_per_token, r.bytes_per_token * r.context, r.cache_bytes,
+          r.cached_tok_s / r.full_tok_s, r.cached_cpu_tok_s, r.full_cpu_tok_s, r.bytes_per_token, r.bytes_per_token * r.context, r.cache_bytes,
           r.max_diff);
       std::cout.flush();
     }
     if (o.profile) {
       std::cerr << fmt::format("{} (G {}):\n", kv.name, kv.n_kv_heads);
       print_profile(profile_sum, profiled_tokens);
+      double step_ms = 0;
+      for (const auto& [name, t] : profile_sum) step_ms += t.forward_ms;
+      const LinearParts parts = time_linears(model.config(), o.seed + 2);
+      const double step_us = 1e3 * step_ms / static_cast<double>(profiled_tokens);
+      std::cerr << "by parts: the step's linears alone (1 row, each layer's own weights), us per token:\n";
+      for (const auto& [name, us] : parts.by_shape) std::cerr << fmt::format("  {:<26} {:>9.2f}\n", name, us);
+      std::cerr << fmt::format("  {:<26} {:>9.2f} of the step's {:.2f} ({:.1f}%); the rest, {:.2f}, is attention over "
+                               "the cache and the small ops (mean over the contexts above)\n",
+                               "all linears", parts.total_us, step_us, 100.0 * parts.total_us / step_us,
+                               step_us - parts.total_us);
     }
   }
 

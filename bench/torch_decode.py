@@ -24,13 +24,15 @@ Timing, per (kv config, L), per rep, batch 1: the n (--steps) tokens at contexts
 L - n + 1 .. L. Cached: the cache is emptied and prefilled with L - n tokens (not
 timed), then n single-token forwards, each on its own clock. Full: n forwards over
 the whole context, (1, c) for c = L - n + 1 .. L. A rep's tok/s is n over the sum of
-its n times; the median over --reps reps after --warmup, the two paths alternating.
+its n times (and, as cached_cpu_tok_s and full_cpu_tok_s, over their process CPU
+time); the median over --reps reps after --warmup, the two paths alternating.
 """
 
 import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -166,33 +168,37 @@ class LM(nn.Module):
 def bench_one(a, model, caches, ids, L):
     n = a.steps
     prefill = L - n
-    cached, full = [], []
+    cached, full, cached_cpu, full_cpu = [], [], [], []
     cached_logits, full_logits = [None] * n, [None] * n
     for rep in range(a.warmup + a.reps):
         for c in caches:  # emptied: the positions written again before they are read
             c[0].zero_()
             c[1].zero_()
         model(ids[:, :prefill], caches, 0)
-        t_cached = 0.0
+        t_cached = c_cached = 0.0
         for k in range(n):
+            c0 = time.process_time()
             t0 = time.perf_counter()
             logits = model(ids[:, prefill + k:prefill + k + 1], caches, prefill + k)
             t_cached += time.perf_counter() - t0
+            c_cached += time.process_time() - c0
             cached_logits[k] = logits[0, -1]
-        t_full = 0.0
+        t_full = c_full = 0.0
         for k in range(n):
+            c0 = time.process_time()
             t0 = time.perf_counter()
             logits = model(ids[:, :prefill + k + 1])
             t_full += time.perf_counter() - t0
+            c_full += time.process_time() - c0
             full_logits[k] = logits[0, -1]
         if rep >= a.warmup:
             cached.append(n / t_cached)
             full.append(n / t_full)
+            cached_cpu.append(n / c_cached)
+            full_cpu.append(n / c_full)
     diff = max(float((x - y).abs().max()) for x, y in zip(cached_logits, full_logits))
-    cached.sort()
-    full.sort()
-    med = lambda v: v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])  # noqa: E731
-    return med(cached), med(full), diff
+    med = statistics.median
+    return med(cached), med(full), med(cached_cpu), med(full_cpu), diff
 
 
 def main():
@@ -209,7 +215,7 @@ def main():
             caches = [(torch.zeros(1, g, a.max_len, d), torch.zeros(1, g, a.max_len, d)) for _ in range(a.layers)]
             bytes_per_token = a.layers * g * 2 * d * 4
             for L in a.lengths:
-                c, f, diff = bench_one(a, model, caches, ids, L)
+                c, f, c_cpu, f_cpu, diff = bench_one(a, model, caches, ids, L)
                 print(f"torch: {name} (G {g}) L {L}: cached {c:.1f} tok/s, full {f:.1f} tok/s",
                       file=sys.stderr, flush=True)
                 print(json.dumps({
@@ -217,7 +223,8 @@ def main():
                     "n_layers": a.layers, "max_len": a.max_len, "vocab": a.vocab, "threads": a.threads,
                     "parameters": params, "context": L, "steps": a.steps, "reps": a.reps, "warmup": a.warmup,
                     "mean_context": L - 0.5 * (a.steps - 1), "cached_tok_s": round(c, 2), "full_tok_s": round(f, 2),
-                    "cached_over_full": round(c / f, 3), "kv_bytes_per_token": bytes_per_token,
+                    "cached_over_full": round(c / f, 3),
+                    "cached_cpu_tok_s": round(c_cpu, 2), "full_cpu_tok_s": round(f_cpu, 2), "kv_bytes_per_token": bytes_per_token,
                     "kv_bytes": bytes_per_token * L, "max_abs_logit_diff": diff,
                     "torch_version": torch.__version__}), flush=True)
     return 0
