@@ -133,6 +133,9 @@ std::vector<KvConfig> parse_kv(const BenchOptions& o) {
     } else if (name == "mqa") {
       out.push_back({.name = name, .n_kv_heads = 1});
     } else {
+      if (name.find_first_not_of("0123456789") != std::string::npos || name.front() == '0') {
+        throw std::invalid_argument(fmt::format("--kv: '{}' is none of mha, gqa, mqa or a positive integer", name));
+      }
       const std::size_t g = parse_count("--kv", name);
       out.push_back({.name = fmt::format("kv{}", g), .n_kv_heads = g});
     }
