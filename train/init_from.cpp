@@ -43,12 +43,8 @@ InitSource read_init_source(const std::string& init_from) {
   return {.run = std::move(run), .hash = std::move(hash)};
 }
 
-void check_init_source(const TrainConfig& c, const InitSource& source) {
+void check_init_data(const TrainConfig& c, const InitSource& source) {
   const std::string& file = source.run.source;
-  if (!c.optim.init_from_hash.empty() && c.optim.init_from_hash != source.hash) {
-    refuse(c, fmt::format("{} has changed since the run recorded it (train.init_from_hash {}, the file's {})", file,
-                          c.optim.init_from_hash, source.hash));
-  }
   // The data: config.json's data section against the one DIR's model was trained on.
   const DataDescription& d = source.run.data;
   DataConfig theirs = c.data;
@@ -74,6 +70,15 @@ void check_init_source(const TrainConfig& c, const InitSource& source) {
                             key, value.dump(), ours.at(key).dump()));
     }
   }
+}
+
+void check_init_source(const TrainConfig& c, const InitSource& source) {
+  const std::string& file = source.run.source;
+  if (!c.optim.init_from_hash.empty() && c.optim.init_from_hash != source.hash) {
+    refuse(c, fmt::format("{} has changed since the run recorded it (train.init_from_hash {}, the file's {})", file,
+                          c.optim.init_from_hash, source.hash));
+  }
+  check_init_data(c, source);
   // The model: DIR's but for n_kv_heads.
   const ModelConfig& from = source.run.config();
   try {

@@ -34,6 +34,8 @@ InitSource read_init_source(const std::string& init_from);
 // and config.optim.init_from_hash, when set, is the source's. A
 // std::invalid_argument naming --init-from, the key and both values otherwise.
 void check_init_source(const TrainConfig& config, const InitSource& source);
+// Its data half alone, for a config not yet finalized (before the data is made).
+void check_init_data(const TrainConfig& config, const InitSource& source);
 
 // check_init_source, then `model` (built from config.model) gets DIR's weights,
 // pooled to config.model.n_kv_heads.
