@@ -249,4 +249,32 @@ TEST_CASE("convert and train --init-from: end to end through the binary, with th
   REQUIRE(resumed.status == 0);
   CHECK(loss_of(part) == loss_of(whole));
   CHECK(hr::load_run(part).config().n_kv_heads == 2);
+  fs::rename(tmp / "a-moved", tmp / "a");
+
+  // ablate --init-from: each run pools DIR's model to its --kv-heads, and sweep.json
+  // holds the start, so a sweep from another start is refused in that directory.
+  const std::string sweep = (tmp / "sweep").string();
+  const std::string data_flags = "--task copy --seq-len 8 --vocab 8 --steps 2 --batch 4 --seeds 1 --jobs 1 -q";
+  const CliResult ab =
+      run_headroom(fmt::format("ablate {} --init-from {} --kv-heads 4,2,1 --out {}", data_flags, a, sweep));
+  INFO(ab.output);
+  REQUIRE(ab.status == 0);
+  const nlohmann::json plan = nlohmann::json::parse(read_file(tmp / "sweep" / "sweep.json"));
+  const std::string text = plan.dump();
+  CHECK(text.find(hr::init_from_hash(tmp / "a" / "model.safetensors")) != std::string::npos);
+  for (const char* kv : {"kv4", "kv2", "kv1"}) {
+    const fs::path run = tmp / "sweep" / "runs" / fmt::format("h4-dk4-{}-s0", kv);
+    INFO(run.string());
+    CHECK(fs::exists(run / "model.safetensors"));
+  }
+  CHECK(hr::load_run((tmp / "sweep" / "runs" / "h4-dk4-kv1-s0").string()).config().n_kv_heads == 1);
+  // u has a's model and data but other weights.
+  const CliResult other =
+      run_headroom(fmt::format("ablate {} --init-from {} --kv-heads 4,2,1 --out {}", data_flags, u, sweep));
+  CHECK(other.status == 2);
+  INFO(other.output);
+  CHECK(other.output.find("init_from") != std::string::npos);
+  // A point whose model is not DIR's (--heads 2) is skipped with the reason.
+  check_refused(fmt::format("ablate {} --init-from {} --heads 2 --out {}", data_flags, a, (tmp / "sweep2").string()),
+                "n_heads");
 }
