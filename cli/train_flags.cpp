@@ -12,6 +12,7 @@
 #include "cli/validators.hpp"
 #include "nn/config_fields.hpp"
 #include "nn/config_json.hpp"
+#include "nn/convert.hpp"
 #include "nn/strict_json.hpp"
 #include "train/config_fields.hpp"
 #include "train/init_from.hpp"
@@ -209,6 +210,12 @@ void apply_init_from(const TrainFlags& f, const nlohmann::json& object, const st
     probe.model = from;
     it->second(probe);
     if (std::string(field.key) == "n_kv_heads") {
+      try {
+        (void)pooled_kv_config(from, probe.model.n_kv_heads);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("--kv-heads {}: --init-from {}: {}", probe.model.n_kv_heads,
+                                                c.optim.init_from, e.what()));
+      }
       m.n_kv_heads = probe.model.n_kv_heads;
       return;
     }

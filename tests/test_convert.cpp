@@ -217,7 +217,8 @@ TEST_CASE("convert and train --init-from: end to end through the binary, with th
                 "data.seq_len 8 but this run has 12");
   check_refused(fmt::format("train --task copy --seq-len 8 --vocab 8 --d-model 32 --init-from {} --no-save", a),
                 "--d-model 32: --init-from " + a + " has d_model 16");
-  check_refused(fmt::format("train {} --kv-heads 3 --init-from {} --no-save", model_flags, a), "3");
+  check_refused(fmt::format("train {} --kv-heads 3 --init-from {} --no-save", model_flags, a),
+                "--kv-heads 3: --init-from " + a + ": kv heads 3: mean-pooling needs a divisor of the model's n_kv_heads 4");
   CHECK(!fs::exists(tmp / "never"));
 
   // A step at a learning rate of 1e-30 leaves the weights as they were (to float
