@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "autograd/whole_number.hpp"
+#include "train/init_from.hpp"
 #include "train/resources.hpp"
 #include "train/trainer.hpp"
 #include "nn/config_json.hpp"
@@ -292,6 +293,7 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
   }
 
   std::map<std::string, std::unique_ptr<Dataset>> datasets;  // validation only; each run makes its own
+  std::optional<InitSource> init_source;  // read once, for every point
   std::map<std::string, std::string> point_desc;              // point id -> its description
   std::vector<std::pair<TrainConfig, std::string>> config_desc;  // each point's config and its description
   std::vector<std::size_t> at(spec.axes.size(), 0);           // the odometer over the axes
@@ -310,11 +312,17 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
       }
       // --preset llama --heads 4,8: kv heads 1 and 2, each point's own n_heads / 4.
       if (spec.kv_heads != nullptr && !kv_axis) c.model.n_kv_heads = spec.kv_heads(c.model.n_heads);
+      // --init-from DIR: each point's data and model must be DIR's but for n_kv_heads, which pools.
+      if (!c.optim.init_from.empty()) {
+        if (!init_source) init_source = read_init_source(c.optim.init_from);
+        check_init_data(c, *init_source);
+      }
       c.validate();
       const std::string key = data_key(c.data);
       auto it = datasets.find(key);
       if (it == datasets.end()) it = datasets.emplace(key, make_dataset(c)).first;
       c = finalize(c, *it->second);
+      if (init_source) check_init_source(c, *init_source);
     } catch (const std::invalid_argument& e) {
       reason = e.what();
     }

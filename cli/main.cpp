@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
       {"heads", headroom::cli::add_heads_command(app)},
       {"params", headroom::cli::add_params_command(app)},
       {"claims", headroom::cli::add_claims_command(app)},
+      {"convert", headroom::cli::add_convert_command(app)},
   };
 
   // A mistyped command would otherwise read as "a subcommand is required".

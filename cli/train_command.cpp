@@ -17,6 +17,7 @@
 #include "cli/progress.hpp"
 #include "cli/train_flags.hpp"
 #include "nn/presets.hpp"
+#include "train/init_from.hpp"
 #include "train/out_dir.hpp"
 #include "train/resume.hpp"
 #include "train/resources.hpp"
@@ -92,12 +93,20 @@ int run_train(const TrainCommandFlags& flags) {
   // A resume to a step the run has passed says so, before any check of the steps.
   if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim.steps);
   check_flags_read(flags, {config});
+  // Uptraining: DIR's data and model must be this run's, before anything is printed
+  // (a resumed run reads its own checkpoint, not DIR).
+  std::optional<InitSource> init_source;
+  if (!config.optim.init_from.empty() && !flags.resume) {
+    init_source = read_init_source(config.optim.init_from);
+    check_init_data(config, *init_source);
+  }
   config.validate();
   // A toy task's vocabulary is the config's: refuse a step that cannot fit before the
   // task is made (docs/design.md #12); a text's is known once it is read.
   if (config.data.text.empty()) check_training_memory(config);
   std::unique_ptr<Dataset> data = make_dataset(config);
   config = finalize(config, *data);
+  if (init_source) check_init_source(config, *init_source);
   check_training_memory(config, data->vocab_size());
   warn_threads(config.optim.threads);
   const std::string out_dir = out_dir_of(flags, config);

@@ -12,8 +12,10 @@
 #include "cli/validators.hpp"
 #include "nn/config_fields.hpp"
 #include "nn/config_json.hpp"
+#include "nn/convert.hpp"
 #include "nn/strict_json.hpp"
 #include "train/config_fields.hpp"
+#include "train/init_from.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -182,6 +184,52 @@ bool check_data_source(const TrainFlags& f, const nlohmann::json& object, const 
   return true;
 }
 
+// --init-from DIR given as a flag: the model is DIR's (train/init_from.hpp). A model
+// flag that disagrees with it is refused, naming the flag and both values, except
+// --kv-heads, which mean-pools; so are --preset and a --config file's model keys,
+// which would be ignored.
+void apply_init_from(const TrainFlags& f, const nlohmann::json& object, const std::string& config_file,
+                     TrainConfig& c) {
+  if (!f.preset.empty()) {
+    throw std::invalid_argument(fmt::format("--preset {}: with --init-from {} the model is that run's; leave it out",
+                                            f.preset, c.optim.init_from));
+  }
+  if (file_key(object, "model", "d_model") != nullptr || (object.is_object() && object.contains("model"))) {
+    throw std::invalid_argument(fmt::format(
+        "{}: has a 'model' section, but with --init-from {} the model is that run's; remove the section",
+        config_file, c.optim.init_from));
+  }
+  const InitSource source = read_init_source(c.optim.init_from);
+  const ModelConfig& from = source.run.config();
+  ModelConfig m = from;
+  for_each_model_field([&](const auto& field) {
+    if (!field.flag) return;
+    const auto it = f.given.find(fmt::format("model.{}", field.key));
+    if (it == f.given.end()) return;
+    TrainConfig probe;
+    probe.model = from;
+    it->second(probe);
+    if (std::string(field.key) == "n_kv_heads") {
+      try {
+        (void)pooled_kv_config(from, probe.model.n_kv_heads);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("--kv-heads {}: --init-from {}: {}", probe.model.n_kv_heads,
+                                                c.optim.init_from, e.what()));
+      }
+      m.n_kv_heads = probe.model.n_kv_heads;
+      return;
+    }
+    if (!(probe.model.*field.member == from.*field.member)) {
+      throw std::invalid_argument(fmt::format(
+          "{} {}: --init-from {} has {} {}; the model is that run's (only --kv-heads may differ: it mean-pools)",
+          flag_name(field.key, *field.flag), shown(probe.model.*field.member), c.optim.init_from, field.key,
+          shown(from.*field.member)));
+    }
+  });
+  c.model = m;
+  c.optim.init_from_hash = source.hash;
+}
+
 }  // namespace
 
 TrainConfig build_config(const TrainFlags& f, const std::string& config_file, KvHeadsRule* kv_heads_rule) {
@@ -256,6 +304,11 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file, Kv
   // Warm-up scales with the run unless given (train/config.hpp, default_warmup).
   if (file_key(object, "train", "warmup") == nullptr && !given(f, "train.warmup")) {
     c.optim.warmup = default_warmup(c.optim.steps);
+  }
+  if (given(f, "train.init_from")) {
+    apply_init_from(f, object, config_file, c);
+  } else if (!c.optim.init_from.empty() && c.optim.init_from_hash.empty()) {
+    c.optim.init_from_hash = init_from_hash(read_init_source(c.optim.init_from).run.file);
   }
   return c;
 }

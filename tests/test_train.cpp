@@ -227,7 +227,8 @@ TEST_CASE("train config field tables: every data and train field round-trips thr
   set.optim = {.optimizer = hr::OptimizerKind::sgd, .steps = 7, .batch = 3, .lr = 0.25,
                .schedule = hr::LrScheduleKind::inverse_sqrt, .warmup = 2, .min_lr = 1e-4, .clip = 0.5,
                .weight_decay = 0.2, .momentum = 0.5, .seed = 9, .threads = 2, .eval_every = 4, .eval_batches = 5,
-               .save_every = 6, .keep_checkpoints = 3, .max_bad_steps = 4, .detect_anomaly = true};
+               .save_every = 6, .keep_checkpoints = 3, .max_bad_steps = 4, .detect_anomaly = true,
+               .init_from = "runs/mha", .init_from_hash = "fnv1a64:0123456789abcdef"};
   set.model.vocab = 20;
   set.model.max_len = 12;
   const hr::TrainConfig defaults;
@@ -251,7 +252,7 @@ TEST_CASE("train config field tables: every data and train field round-trips thr
   });
   CHECK(json["data"].size() == data_fields);
   CHECK(json["train"].size() == optim_fields);
-  CHECK(optim_fields == 18);
+  CHECK(optim_fields == 20);
   CHECK(json["train"]["optimizer"] == "sgd");
   CHECK(json["train"]["schedule"] == "inverse_sqrt");
   CHECK(back.data == set.data);
@@ -267,7 +268,8 @@ TEST_CASE("train config field tables: the unknown-key messages list every key of
   CHECK(data_keys == "task, text, seq_len, vocab, lags, context, lag_beta, task_seed");
   CHECK(train_keys ==
         "optimizer, steps, batch, lr, schedule, warmup, min_lr, clip, weight_decay, momentum, seed, threads, "
-        "eval_every, eval_batches, save_every, keep_checkpoints, max_bad_steps, detect_anomaly");
+        "eval_every, eval_batches, save_every, keep_checkpoints, max_bad_steps, detect_anomaly, init_from, "
+        "init_from_hash");
   hr::TrainConfig c;
   CHECK_THROWS_WITH_AS(hr::update_from_json(c, nlohmann::json{{"data", {{"tsk", 1}}}}, "f.json"),
                        ("f.json: unknown key 'data.tsk' (keys: " + data_keys + ")").c_str(), std::invalid_argument);
@@ -335,8 +337,10 @@ TEST_CASE("every table field has its flag in train --help, except the keys set o
   hr::for_each_model_field([&](const auto& f) { check("model", f); });
   hr::for_each_data_field([&](const auto& f) { check("data", f); });
   hr::for_each_optim_field([&](const auto& f) { check("train", f); });
-  // vocab comes from the data; head_combine and ln_eps are experiments' keys.
-  CHECK(flagless == std::vector<std::string>{"model.vocab", "model.head_combine", "model.ln_eps"});
+  // vocab comes from the data; head_combine and ln_eps are experiments' keys;
+  // init_from_hash is recorded by train from the --init-from file.
+  CHECK(flagless ==
+        std::vector<std::string>{"model.vocab", "model.head_combine", "model.ln_eps", "train.init_from_hash"});
   for (const char* flag : {"--d-model", "--heads", "--dk", "--dv", "--kv-heads", "--layers", "--d-ff", "--max-len",
                            "--norm", "--activation", "--pos", "--attn-scale", "--no-bias", "--tie-embeddings",
                            "--attn-only", "--non-causal", "--task", "--text", "--seq-len", "--vocab", "--steps", "--batch", "--lr",

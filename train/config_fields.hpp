@@ -89,6 +89,12 @@ void for_each_optim_field(Visit&& visit) {
                    .check = C::whole_number}));
   visit(field("detect_anomaly", &O::detect_anomaly,
               Flag{.help = "Check every op for NaN/Inf and name the first one that makes it (slower)"}));
+  visit(field("init_from", &O::init_from,
+              Flag{.help = "Start from this run's (or .safetensors file's) weights instead of a random init "
+                           "(uptraining): the model is its model, except that --kv-heads may be a divisor of its kv "
+                           "heads, which mean-pools them; the data must be its data; the optimizer and the step "
+                           "count start fresh"}));
+  visit(field("init_from_hash", &O::init_from_hash));  // recorded by train, from the file
 }
 
 }  // namespace headroom

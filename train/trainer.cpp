@@ -14,6 +14,7 @@
 #include "train/optim_setup.hpp"
 #include "train/out_dir.hpp"
 #include "train/resources.hpp"
+#include "train/init_from.hpp"
 #include "train/resume.hpp"
 #include "train/run_dir.hpp"
 #include "train/step.hpp"
@@ -76,7 +77,11 @@ class Loop {
       : config_(config), o_(config.optim), data_(data), options_(options), out_dir_(options.out_dir),
         init_rng_(stream_seed(o_.seed, kInitStream)), data_rng_(stream_seed(o_.seed, kTrainStream)),
         model_(config.model, init_rng_), optimizer_(make_optimizer(o_, model_.named_parameters())),
-        schedule_(make_schedule(config.optim)), metadata_{{kDataMetadataKey, data_metadata(config.data, data)}} {}
+        schedule_(make_schedule(config.optim)), metadata_{{kDataMetadataKey, data_metadata(config.data, data)}} {
+    // Uptraining starts from the weights of init_from, pooled to this model's kv heads
+    // (docs/design.md #19); a resumed run loads its own checkpoint instead.
+    if (!o_.init_from.empty() && !options.resume) load_init_weights(config_, model_);
+  }
 
   TrainSummary run() {
     if (options_.resume) resume();
