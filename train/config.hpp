@@ -71,8 +71,8 @@ struct OptimConfig {
   std::size_t max_bad_steps = 10;   // consecutive non-finite steps before the run stops
   bool detect_anomaly = false;      // name the op that made the first NaN or Inf (slower)
   // Start from this model's weights (train/init_from.hpp, docs/design.md #19); "" is a random init.
-  std::string init_from;
-  std::string init_from_hash;       // init_from_hash of its model file, recorded when the run starts
+  std::string init_from{};
+  std::string init_from_hash{};      // init_from_hash of its model file, recorded when the run starts
 
   friend bool operator==(const OptimConfig&, const OptimConfig&) = default;
 };
