@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   // Training allocates and frees the same large buffers every step: keep them.
   headroom::retain_freed_memory();
   CLI::App app{
-      "headroom: train, gradient-check, sample, evaluate, ablate and look inside small transformers to see what "
+      "headroom: train, gradient-check, sample, evaluate, convert, ablate and look inside small transformers to see what "
       "attention heads buy you, and check the common claims about heads (claims).",
       "headroom"};
   app.require_subcommand(1);
