@@ -20,6 +20,7 @@
 #include "autograd/ops.hpp"
 #include "autograd/parallel.hpp"
 #include "autograd/small_gemm.hpp"
+#include "autograd/softmax_row.hpp"
 
 namespace headroom {
 namespace {
@@ -47,28 +48,6 @@ Dims check_attention(const Shape& q, const Shape& k, const Shape& v, std::size_t
                      format_shape(key_padding->shape())));
   }
   return d;
-}
-
-// Softmax in place over s[0, n), all visible (the common case: no key padding).
-// Three branch-free passes the compiler vectorises; the float version is built for
-// AVX-512, AVX2 and the baseline.
-template <typename T>
-[[gnu::always_inline]] inline void softmax_row(T* s, std::size_t n) {
-  // The max and the sum in 16 interleaved lanes: a single running max or sum is a
-  // dependency chain the compiler will not vectorise.
-  constexpr std::size_t kLanes = 16;
-  T lanes[kLanes];
-  for (std::size_t l = 0; l < kLanes; ++l) lanes[l] = s[0];
-  std::size_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (std::size_t l = 0; l < kLanes; ++l) lanes[l] = s[j + l] > lanes[l] ? s[j + l] : lanes[l];
-  }
-  T max = s[0];
-  for (std::size_t l = 0; l < kLanes; ++l) max = lanes[l] > max ? lanes[l] : max;
-  for (; j < n; ++j) max = s[j] > max ? s[j] : max;
-  for (std::size_t k = 0; k < n; ++k) s[k] = fast::exp(s[k] - max);
-  const T inv = T(1) / fast::lane_sum<T>(n, [&](std::size_t k) { return s[k]; });
-  for (std::size_t k = 0; k < n; ++k) s[k] *= inv;
 }
 
 HEADROOM_CLONES void softmax_row_f32(float* s, std::size_t n) { softmax_row(s, n); }

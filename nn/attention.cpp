@@ -9,6 +9,7 @@
 
 #include "autograd/fast_math.hpp"
 #include "autograd/parallel.hpp"
+#include "autograd/softmax_row.hpp"
 
 namespace headroom {
 
@@ -248,43 +249,16 @@ void MultiHeadAttention<T>::set_head_gate(const Tensor<T>& gate) {
 
 namespace {
 
-// One (row, kv head) pair of cached attention: query t of the new tokens, at
-// position p = L + t, attends to keys [0, p] of the cache. Kt (d_k, N) keys
-// transposed, rows N apart (the padded stride), and V (capacity, d_v) of the kv head; q (T_new rows of stride ldq) and out
-// (stride ldo) point at the group's first query head, whose heads follow at d_k and
-// d_v. s is scratch of g N. Per query: the scores of the g heads as d_k updates
-// along the keys (each key row read once for the group), a softmax each, and the
-// outputs as p + 1 updates along d_v (each value row read once for the group).
 // y[0, n) += a x[0, n), the two not overlapping: one vector loop.
 template <typename T>
 [[gnu::always_inline]] inline void axpy(T* __restrict y, const T* __restrict x, T a, std::size_t n) {
   for (std::size_t j = 0; j < n; ++j) y[j] += a * x[j];
 }
 
-// softmax in place over s[0, n), n >= 1: the max in 16 interleaved lanes (one
-// running max is a dependency chain the compiler does not vectorise), then exp and
-// the normalisation.
-template <typename T>
-[[gnu::always_inline]] inline void softmax_in_place(T* __restrict s, std::size_t n) {
-  constexpr std::size_t kLanes = 16;
-  T lanes[kLanes];
-  for (std::size_t l = 0; l < kLanes; ++l) lanes[l] = s[0];
-  std::size_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (std::size_t l = 0; l < kLanes; ++l) lanes[l] = s[j + l] > lanes[l] ? s[j + l] : lanes[l];
-  }
-  T max = s[0];
-  for (std::size_t l = 0; l < kLanes; ++l) max = lanes[l] > max ? lanes[l] : max;
-  for (; j < n; ++j) max = s[j] > max ? s[j] : max;
-  for (std::size_t k = 0; k < n; ++k) s[k] = fast::exp(s[k] - max);
-  const T inv = T(1) / fast::lane_sum<T>(n, [&](std::size_t k) { return s[k]; });
-  for (std::size_t k = 0; k < n; ++k) s[k] *= inv;
-}
-
 // One (row, kv head) pair of cached attention: query t of the new tokens, at
 // position p = L + t, attends to keys [0, p] of the cache. Kt (d_k, N) keys
-// transposed, rows N apart (the padded stride), and V (capacity, d_v) of the kv head; q (T_new rows of stride ldq) and out
-// (stride ldo) point at the group's first query head, whose heads follow at d_k and
+// transposed, rows N apart (the padded stride), and V (capacity, d_v) of the kv
+// head; q (T_new rows of stride ldq) and out (stride ldo) point at the group's first query head, whose heads follow at d_k and
 // d_v. s is scratch of g N. Per query: the scores of the g heads as d_k vector
 // updates along the keys (each key row read once for the group), a softmax each,
 // and the outputs as p + 1 vector updates along d_v (each value row read once for
@@ -303,7 +277,7 @@ template <typename T>
       for (std::size_t r = 0; r < g; ++r) axpy(s + r * N, kt + d * N, qt[r * dk + d] * scale, n);
     }
     for (std::size_t r = 0; r < g; ++r) {
-      softmax_in_place(s + r * N, n);
+      softmax_row(s + r * N, n);
       std::fill(ot + r * dv, ot + (r + 1) * dv, T(0));
     }
     for (std::size_t j = 0; j < n; ++j) {
