@@ -165,7 +165,8 @@ void MultiHeadAttention<T>::transform_qk(Tensor<T>& q, Tensor<T>& k) const {
 
 template <typename T>
 AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask* key_padding_mask,
-                                                  bool need_weights, const Tensor<T>* positions) {
+                                                  bool need_weights, const Tensor<T>* positions,
+                                                  const ForwardHooks<T>* hooks, std::size_t layer) {
   const Shape& xs = x.shape();
   if (xs.size() != 3 || xs[2] != options_.d_model) {
     throw ShapeError(fmt::format("MultiHeadAttention: input must be (B, T, {}), got {}", options_.d_model,
@@ -190,9 +191,11 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
   Tensor<T> k_packed = k_proj_.forward(qk_in);  // (B, T, G dk)
   transform_qk(q_packed, k_packed);
   const Tensor<T> v_packed = v_proj_.forward(x);  // (B, T, G dv)
-  if (!(options_.dropout > 0.0 && this->is_training())) {
+  const bool hooked = hooks != nullptr && hooks->fn;
+  if (!(options_.dropout > 0.0 && this->is_training()) && !(hooked && hooks->pattern)) {
     // The fused op (autograd/ops_attention.cpp): every head in one pass, reading the
-    // packed projections in place. Dropout on the weights needs the composed form.
+    // packed projections in place. Dropout on the weights, and a hook on them
+    // (nn/hooks.hpp), need the composed form.
     xt::xarray<T> weights;
     Tensor<T> ctx = attention(q_packed, k_packed, v_packed,
                               {.n_heads = H,
@@ -201,12 +204,14 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
                                .causal = options_.causal,
                                .key_padding = key_padding_mask,
                                .weights = need_weights ? &weights : nullptr});  // (B, T, H dv)
-    if (head_gate_ || sum_heads) {
+    if (head_gate_ || sum_heads || hooked) {
       Tensor<T> heads = reshape(ctx, {B, T_, H, dv});
       if (head_gate_) heads = mul(heads, reshape(*head_gate_, {1, 1, H, 1}));
+      heads = apply_hook(hooks, HookPoint::head_out, layer, heads);
       ctx = sum_heads ? sum(heads, {2}) : reshape(heads, {B, T_, H * dv});
     }
-    AttentionOutput<T> result{out_proj_.forward(ctx), Tensor<T>()};  // (B, T, C)
+    AttentionOutput<T> result{apply_hook(hooks, HookPoint::attn_out, layer, out_proj_.forward(ctx)),
+                              Tensor<T>()};  // (B, T, C)
     if (need_weights) result.weights = Tensor<T>(std::move(weights));
     return result;
   }
@@ -218,6 +223,7 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
   Tensor<T> k = reshape(split_heads(k_packed, G), {B, G, 1, T_, dk});  // (B, G, 1, T, dk)
   Tensor<T> v = reshape(split_heads(v_packed, G), {B, G, 1, T_, dv});  // (B, G, 1, T, dv)
 
+  Tensor<T> weights_out;  // (B, H, T, T), need_weights only
   Tensor<T> scores = mul_scalar(matmul(q, transpose(k)), static_cast<T>(scale_));  // (B, G, g, T, T)
   constexpr T neg_inf = -std::numeric_limits<T>::infinity();
   if (options_.causal) scores = masked_fill(scores, causal_mask(T_), neg_inf);
@@ -227,14 +233,26 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
     scores = masked_fill(scores, keys, neg_inf);
   }
   Tensor<T> attn = softmax(scores, -1);  // (B, G, g, T, T)
+  if (hooked && hooks->pattern) {
+    attn = reshape(apply_hook(hooks, HookPoint::pattern, layer, reshape(attn, {B, H, T_, T_})), {B, G, g, T_, T_});
+  }
   if (options_.dropout > 0.0) attn = dropout(attn, options_.dropout, dropout_rng_, this->is_training());
+  if (need_weights) weights_out = reshape(attn, {B, H, T_, T_});  // after dropout, as PyTorch returns them
 
   Tensor<T> ctx = reshape(matmul(attn, v), {B, H, T_, dv});  // (B, H, T, dv)
   if (head_gate_) ctx = mul(ctx, reshape(*head_gate_, {1, H, 1, 1}));
-  Tensor<T> combined = sum_heads ? sum(ctx, {1})      // (B, T, dv)
-                                 : merge_heads(ctx);  // (B, T, H dv)
-  AttentionOutput<T> result{out_proj_.forward(combined), Tensor<T>()};  // (B, T, C)
-  if (need_weights) result.weights = reshape(attn, {B, H, T_, T_});
+  Tensor<T> combined;
+  if (hooked) {
+    // The hook sees (B, T, H, dv), as on the fused path.
+    Tensor<T> heads = apply_hook(hooks, HookPoint::head_out, layer, reshape(merge_heads(ctx), {B, T_, H, dv}));
+    combined = sum_heads ? sum(heads, {2}) : reshape(heads, {B, T_, H * dv});
+  } else {
+    combined = sum_heads ? sum(ctx, {1})      // (B, T, dv)
+                         : merge_heads(ctx);  // (B, T, H dv)
+  }
+  AttentionOutput<T> result{apply_hook(hooks, HookPoint::attn_out, layer, out_proj_.forward(combined)),
+                            Tensor<T>()};  // (B, T, C)
+  if (need_weights) result.weights = weights_out;
   return result;
 }
 

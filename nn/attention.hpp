@@ -34,6 +34,7 @@
 #include <string>
 
 #include "autograd/ops.hpp"
+#include "nn/hooks.hpp"
 #include "nn/kv_cache.hpp"
 #include "nn/linear.hpp"
 #include "nn/rms_norm.hpp"
@@ -106,8 +107,11 @@ class MultiHeadAttention : public Module<T> {
   // must be ignored (PyTorch's convention). need_weights returns (B, H, T, T).
   // positions (T, d_model), when given, is added to the input of q_proj and k_proj
   // only (pos_qk_only, docs/design.md #17); v_proj reads x alone.
+  // hooks, when given, are called at this layer's pattern, head_out and attn_out
+  // points (nn/hooks.hpp) with `layer` as the layer.
   AttentionOutput<T> forward(const Tensor<T>& x, const Mask* key_padding_mask = nullptr,
-                             bool need_weights = false, const Tensor<T>* positions = nullptr);
+                             bool need_weights = false, const Tensor<T>* positions = nullptr,
+                             const ForwardHooks<T>* hooks = nullptr, std::size_t layer = 0);
 
   // Incremental decoding (docs/design.md #18): x (n, T_new, C) holds the next T_new
   // tokens of cache rows [row0, row0 + n), row r = row0 + b at positions [lengths[r],

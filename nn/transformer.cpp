@@ -40,19 +40,23 @@ TransformerBlock<T>::TransformerBlock(const BlockOptions& options, Rng& rng)
 
 template <typename T>
 Tensor<T> TransformerBlock<T>::forward(const Tensor<T>& x, const Mask* key_padding_mask, Tensor<T>* weights,
-                                       const Tensor<T>* positions) {
+                                       const Tensor<T>* positions, const ForwardHooks<T>* hooks, std::size_t layer) {
   const bool need = weights != nullptr;
+  const auto hook = [&](HookPoint point, const Tensor<T>& value) { return apply_hook(hooks, point, layer, value); };
+  const Tensor<T> in = hook(HookPoint::resid_pre, x);
   if (norm_ == NormPlacement::post) {
-    AttentionOutput<T> a = attn_.forward(x, key_padding_mask, need, positions);
+    AttentionOutput<T> a = attn_.forward(in, key_padding_mask, need, positions, hooks, layer);
     if (need) *weights = a.weights;
-    Tensor<T> h = norm1(add(x, a.out));
-    return ffn_ ? norm2(add(h, ffn_->forward(h))) : h;
+    Tensor<T> h = norm1(hook(HookPoint::resid_mid, add(in, a.out)));
+    if (!ffn_) return hook(HookPoint::resid_post, h);
+    return hook(HookPoint::resid_post, norm2(add(h, hook(HookPoint::mlp_out, ffn_->forward(h)))));
   }
   // Pre-norm, and no norm, where norm1 and norm2 pass x through.
-  AttentionOutput<T> a = attn_.forward(norm1(x), key_padding_mask, need, positions);
+  AttentionOutput<T> a = attn_.forward(norm1(in), key_padding_mask, need, positions, hooks, layer);
   if (need) *weights = a.weights;
-  Tensor<T> h = add(x, a.out);
-  return ffn_ ? add(h, ffn_->forward(norm2(h))) : h;
+  Tensor<T> h = hook(HookPoint::resid_mid, add(in, a.out));
+  if (!ffn_) return hook(HookPoint::resid_post, h);
+  return hook(HookPoint::resid_post, add(h, hook(HookPoint::mlp_out, ffn_->forward(norm2(h)))));
 }
 
 template <typename T>
@@ -100,7 +104,8 @@ TransformerLM<T>::TransformerLM(const ResolvedModelConfig& config, Rng& rng)
 }
 
 template <typename T>
-Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens, std::vector<Tensor<T>>* attention_weights) {
+Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens, std::vector<Tensor<T>>* attention_weights,
+                                    const ForwardHooks<T>* hooks) {
   const Shape& s = tokens.shape();
   if (s.size() != 2) {
     throw ShapeError(fmt::format("TransformerLM: tokens must be (B, T), got {}", format_shape(s)));
@@ -127,9 +132,10 @@ Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens, std::vector<Tensor
   const Tensor<T>* positions = table.defined() && qk_only ? &table : nullptr;
   if (attention_weights) attention_weights->assign(blocks_.size(), Tensor<T>());
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
-    x = blocks_[i]->forward(x, nullptr, attention_weights ? &(*attention_weights)[i] : nullptr, positions);
+    x = blocks_[i]->forward(x, nullptr, attention_weights ? &(*attention_weights)[i] : nullptr, positions, hooks, i);
   }
   if (ln_f_) x = ln_f_->forward(x);
+  x = apply_hook(hooks, HookPoint::final, blocks_.size(), x);
   return head_ ? head_->forward(x) : linear(x, tok_emb_.weight());  // (B, T, V)
 }
 

@@ -45,8 +45,10 @@ class TransformerBlock : public Module<T> {
   // With weights non-null, the attention weights (B, H, T, T) are stored there.
   // positions (T, C), when given, goes to the attention's q and k inputs
   // (pos_qk_only; MultiHeadAttention::forward).
+  // hooks, when given, are called at this block's points (nn/hooks.hpp) as layer `layer`.
   Tensor<T> forward(const Tensor<T>& x, const Mask* key_padding_mask = nullptr,
-                    Tensor<T>* weights = nullptr, const Tensor<T>* positions = nullptr);
+                    Tensor<T>* weights = nullptr, const Tensor<T>* positions = nullptr,
+                    const ForwardHooks<T>* hooks = nullptr, std::size_t layer = 0);
 
   // Incremental decoding (docs/design.md #18): x (n, T_new, C) are the next T_new
   // tokens of cache rows [row0, row0 + n), each row b at positions [L_b, L_b + T_new);
@@ -82,7 +84,10 @@ class TransformerLM : public Module<T> {
 
   // tokens (B, T) with T <= max_len -> logits (B, T, V). With attention_weights
   // non-null, it receives each layer's attention weights (B, H, T, T), in order.
-  Tensor<T> forward(const IndexArray& tokens, std::vector<Tensor<T>>* attention_weights = nullptr);
+  // With hooks non-null, hooks.fn is called at every hook point (nn/hooks.hpp) and
+  // the forward continues with what it returns.
+  Tensor<T> forward(const IndexArray& tokens, std::vector<Tensor<T>>* attention_weights = nullptr,
+                    const ForwardHooks<T>* hooks = nullptr);
   // Mean next-token cross-entropy: inputs tokens[:, :T], targets tokens[:, 1:].
   // tokens (B, T+1); target_mask (B, T) picks the targets that count (all when
   // omitted).
