@@ -13,6 +13,7 @@
 #include "nn/transformer.hpp"
 #include "nn/safetensors.hpp"
 #include "nn/strict_json.hpp"
+#include "train/head_log.hpp"
 
 namespace headroom {
 namespace {
@@ -28,7 +29,25 @@ void read_curve(const fs::path& file, RunResult& r, double target_acc) {
   for (const MetricsRow& row : read_metrics(file)) {
     r.curve_steps.push_back(static_cast<double>(row.step));
     r.curve_val_loss.push_back(row.val_loss);
+    r.curve_icl.push_back(row.icl_score.value_or(NAN));
     if (!r.steps_to_target && row.val_accuracy >= target_acc) r.steps_to_target = row.step;
+  }
+}
+
+// A tracked run's tracked_heads.csv: per validation step, the largest induction and
+// previous-token scores over its heads (NaN inductions, where no query repeats, skipped).
+void read_tracked_heads(const fs::path& file, RunResult& r) {
+  for (const HeadLogRow& row : read_head_log(file)) {
+    const auto step = static_cast<double>(row.step);
+    if (r.heads_steps.empty() || r.heads_steps.back() != step) {
+      r.heads_steps.push_back(step);
+      r.heads_max_induction.push_back(NAN);
+      r.heads_max_previous.push_back(NAN);
+    }
+    double& ind = r.heads_max_induction.back();
+    double& prev = r.heads_max_previous.back();
+    if (!std::isnan(row.head.induction) && !(ind >= row.head.induction)) ind = row.head.induction;
+    if (!(prev >= row.head.previous_token)) prev = row.head.previous_token;
   }
 }
 
@@ -259,36 +278,36 @@ std::string axis_label(const std::string& column) {
   return column;
 }
 
-std::string val_loss_plot(const SweepPlan& plan, const std::vector<RunResult>& results) {
-  svg::Chart chart{.title = "Validation loss during training",
-                   .x = {.label = "step", .scale = svg::Scale::linear, .categories = {}, .ticks = {}},
-                   .y = {.label = "validation loss (nats/token, log scale)", .scale = svg::Scale::log,
-                         .categories = {}, .ticks = {}},
-                   .series = {}};
+// Per grid point, the mean over its seeds of one curve (steps, values) of each run,
+// with a min-max band, over the steps every seed has (the same ones, for one config).
+using Curve = std::vector<double> RunResult::*;
+std::vector<svg::Series> seed_mean_curves(const SweepPlan& plan, const std::vector<RunResult>& results, Curve steps,
+                                          Curve values) {
   std::vector<std::string> points;
   for (const PlannedRun& r : plan.runs) {
     if (points.empty() || points.back() != r.point) points.push_back(r.point);
   }
+  std::vector<svg::Series> out;
   for (const std::string& point : points) {
     std::vector<const RunResult*> seeds;
     for (const RunResult& r : results) {
-      if (r.run->point == point) seeds.push_back(&r);
+      if (r.run->point == point && !(r.*steps).empty()) seeds.push_back(&r);
     }
     if (seeds.empty()) continue;
     svg::Series s{.name = point, .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}};
-    // The steps every seed validated at (the same ones, for one config).
-    for (std::size_t i = 0; i < seeds.front()->curve_steps.size(); ++i) {
-      const double step = seeds.front()->curve_steps[i];
+    for (std::size_t i = 0; i < (seeds.front()->*steps).size(); ++i) {
+      const double step = (seeds.front()->*steps)[i];
       double sum = 0, lo = INFINITY, hi = -INFINITY;
       bool all = true;
       for (const RunResult* r : seeds) {
-        if (i >= r->curve_steps.size() || r->curve_steps[i] != step) {
+        if (i >= (r->*steps).size() || (r->*steps)[i] != step || i >= (r->*values).size()) {
           all = false;
           break;
         }
-        sum += r->curve_val_loss[i];
-        lo = std::min(lo, r->curve_val_loss[i]);
-        hi = std::max(hi, r->curve_val_loss[i]);
+        const double v = (r->*values)[i];
+        sum += v;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
       }
       if (!all) break;
       s.x.push_back(step);
@@ -296,9 +315,39 @@ std::string val_loss_plot(const SweepPlan& plan, const std::vector<RunResult>& r
       s.lo.push_back(lo);
       s.hi.push_back(hi);
     }
-    chart.series.push_back(std::move(s));
+    out.push_back(std::move(s));
   }
+  return out;
+}
+
+std::string val_loss_plot(const SweepPlan& plan, const std::vector<RunResult>& results) {
+  svg::Chart chart{.title = "Validation loss during training",
+                   .x = {.label = "step", .scale = svg::Scale::linear, .categories = {}, .ticks = {}},
+                   .y = {.label = "validation loss (nats/token, log scale)", .scale = svg::Scale::log,
+                         .categories = {}, .ticks = {}},
+                   .series = seed_mean_curves(plan, results, &RunResult::curve_steps, &RunResult::curve_val_loss)};
   return svg::render({chart}, "Validation loss vs step (mean over seeds; band: min to max)");
+}
+
+// With train.track_heads: when each point's heads form (the induction phase change).
+std::string tracked_heads_plot(const SweepPlan& plan, const std::vector<RunResult>& results) {
+  const svg::Axis step{.label = "step", .scale = svg::Scale::linear, .categories = {}, .ticks = {}};
+  const svg::Axis share{.label = "mean attention weight", .scale = svg::Scale::linear, .categories = {}, .ticks = {},
+                        .floor = 0.0, .ceiling = 1.0};
+  std::vector<svg::Chart> charts{
+      {.title = "largest induction score over the heads",
+       .x = step,
+       .y = share,
+       .series = seed_mean_curves(plan, results, &RunResult::heads_steps, &RunResult::heads_max_induction)},
+      {.title = "largest previous-token score over the heads",
+       .x = step,
+       .y = share,
+       .series = seed_mean_curves(plan, results, &RunResult::heads_steps, &RunResult::heads_max_previous)},
+      {.title = "in-context-learning score (late minus early loss)",
+       .x = step,
+       .y = {.label = "nats/token", .scale = svg::Scale::linear, .categories = {}, .ticks = {}},
+       .series = seed_mean_curves(plan, results, &RunResult::curve_steps, &RunResult::curve_icl)}};
+  return svg::render(charts, "Heads during training, per point (mean over seeds; band: min to max)");
 }
 
 // Final val loss and accuracy against one swept column, a line per combination of
@@ -440,6 +489,9 @@ std::vector<RunResult> collect_results(const SweepPlan& plan, const fs::path& di
     r.attention_parameters = attention_parameter_count(a);
     r.kv_floats_per_token = kv_cache_floats_per_token(a);
     read_curve(run_dir / "metrics.csv", r, target_acc);
+    if (run.config.optim.track_heads && fs::exists(run_dir / "tracked_heads.csv")) {
+      read_tracked_heads(run_dir / "tracked_heads.csv", r);
+    }
     results.push_back(std::move(r));
   }
   return results;
@@ -540,6 +592,9 @@ std::string write_reports(const SweepPlan& plan, const fs::path& dir, double tar
   std::vector<std::pair<std::string, std::string>> plots;  // file, svg
   if (!results.empty()) {
     plots.emplace_back("val_loss.svg", val_loss_plot(plan, results));
+    if (std::any_of(results.begin(), results.end(), [](const RunResult& r) { return !r.heads_steps.empty(); })) {
+      plots.emplace_back("tracked_heads.svg", tracked_heads_plot(plan, results));
+    }
     for (const std::string& column : plan.plot_axes) plots.emplace_back(file_name(column), final_plot(plan, points, column));
   }
   for (const auto& [file, text] : plots) write_file_atomically(dir / file, text);

@@ -5,6 +5,8 @@
 //     DIR/val_loss.svg           validation loss against step, per point (band: min to max over seeds)
 //     DIR/final_vs_<axis>.svg    final val loss, accuracy and (when known) excess loss against
 //                                each swept axis (bars: sd)
+//     DIR/tracked_heads.svg      with train.track_heads: the largest induction and previous-token
+//                                scores over the heads and the ICL score against step, per point
 //     DIR/report.html            the summary table and every plot on one page
 //
 // All of it is rebuilt from DIR/sweep.json and the runs' result.json and
@@ -43,6 +45,10 @@ struct RunResult {
   double wall_s = NAN;
   double tokens_per_s = NAN;
   std::vector<double> curve_steps, curve_val_loss;  // metrics.csv's validation rows
+  std::vector<double> curve_icl;                    // metrics.csv's icl_score (NaN where empty)
+  // A run trained with train.track_heads (its tracked_heads.csv): at each validation
+  // step, the largest induction and previous-token scores over all heads. Empty otherwise.
+  std::vector<double> heads_steps, heads_max_induction, heads_max_previous;
 };
 
 // The finished runs of the plan found in DIR (result.json and metrics.csv), in grid

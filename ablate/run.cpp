@@ -89,6 +89,7 @@ void train_run(const Pending& p, const fs::path& run_dir, const AblateOptions& o
     t.out_dir = run_dir.string();
     t.resume = p.from_step > 0;
     t.stop_requested = options.stop_requested;
+    t.track_heads = options.track_heads;
     double wall_s = 0;  // the run's whole wall time, earlier processes included
     t.on_progress = [&](const Progress& progress) {
       wall_s = progress.elapsed_s;

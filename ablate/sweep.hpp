@@ -161,6 +161,9 @@ struct AblateOptions {
   Shard shard;
   std::function<void(const SweepEvent&)> on_event;  // progress; may be empty
   std::function<bool()> stop_requested;  // Ctrl-C: every running run saves a checkpoint and stops
+  // Passed to every run as TrainOptions::track_heads (needed when the runs have
+  // train.track_heads; interp/head_tracking.hpp's track_heads).
+  std::function<std::vector<HeadTrack>(TransformerLM<float>&, const std::vector<Batch>&)> track_heads{};
 };
 
 struct SweepOutcome {

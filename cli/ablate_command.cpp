@@ -11,6 +11,7 @@
 #include "ablate/sweep.hpp"
 #include "ablate/report.hpp"
 #include "cli/commands.hpp"
+#include "interp/head_tracking.hpp"
 #include "cli/interrupt.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_flags.hpp"
@@ -133,7 +134,8 @@ int run_ablate(const AblateFlags& f) {
                           if (e.kind == SweepEvent::Kind::planned && !f.quiet) print_plan(e, shard);
                           board(e);
                         },
-                        .stop_requested = [] { return InterruptGuard::requested(); }};
+                        .stop_requested = [] { return InterruptGuard::requested(); },
+                        .track_heads = track_heads};
   outcome = run_sweep(plan, options);
   board.close();
 

@@ -124,7 +124,7 @@ TEST_CASE("excess loss: every validation, the summary and metrics.csv give val l
   // The column in the file, 6 decimals like val_loss, and the same numbers read back.
   const std::vector<std::string> rows = lines_of(read_file(tmp / "metrics.csv"));
   REQUIRE(rows.size() == 5);
-  CHECK(rows[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s,icl_score");
+  CHECK(rows[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,icl_score,lr,grad_norm,tokens_per_s");
   for (std::size_t i = 1; i < rows.size(); ++i) {
     CAPTURE(rows[i]);
     CHECK(fields(rows[i])[4] == fmt::format("{:.6f}", excesses[i - 1]));
@@ -208,7 +208,7 @@ TEST_CASE("excess loss: a metrics.csv from before the column is read, and a resu
   std::vector<std::string> old_rows;
   for (const std::string& row : rows) {
     std::vector<std::string> f = fields(row);
-    f.erase(f.begin() + 4);
+    f.erase(f.begin() + 4, f.begin() + 6);  // val_excess_loss and icl_score, both newer than this file
     std::string line;
     for (const std::string& x : f) line += (line.empty() ? "" : ",") + x;
     old_rows.push_back(line);
@@ -223,22 +223,26 @@ TEST_CASE("excess loss: a metrics.csv from before the column is read, and a resu
   CHECK(read[2].step == 30);
   CHECK(read[2].val_loss == 1.0);
   CHECK(read[2].tokens_per_s == 10.0);
-  for (const hr::MetricsRow& r : read) CHECK_FALSE(r.val_excess_loss.has_value());
+  for (const hr::MetricsRow& r : read) {
+    CHECK_FALSE(r.val_excess_loss.has_value());
+    CHECK_FALSE(r.icl_score.has_value());
+  }
 
   o.resume = true;
   o.stop_after = 0;
   (void)hr::train(c, data, o);
   const std::vector<std::string> after = lines_of(read_file(tmp / "metrics.csv"));
   REQUIRE(after.size() == 5);  // header, steps 10 and 20 as they were, then 30 and 40 anew
-  CHECK(after[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s,icl_score");
-  for (std::size_t i = 1; i <= 2; ++i) {  // the old fields in the new order, the unknown one empty
+  CHECK(after[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,icl_score,lr,grad_norm,tokens_per_s");
+  for (std::size_t i = 1; i <= 2; ++i) {  // the old fields in the new order, the unknown ones empty
     std::vector<std::string> f = fields(old_rows[i]);
-    f.insert(f.begin() + 4, "");
+    f.insert(f.begin() + 4, 2, "");
     CHECK(fields(after[i]) == f);
   }
   for (std::size_t i = 3; i <= 4; ++i) {
     CAPTURE(after[i]);
-    CHECK(fields(after[i]).size() == 8);
+    CHECK(fields(after[i]).size() == 9);
+    CHECK_FALSE(fields(after[i])[5].empty());  // icl_score
     CHECK_FALSE(fields(after[i])[4].empty());
   }
   const std::vector<hr::MetricsRow> resumed = hr::read_metrics(tmp / "metrics.csv");

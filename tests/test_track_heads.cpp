@@ -196,3 +196,25 @@ TEST_CASE("train --track-heads writes tracked_heads.csv and tracked_heads.svg, a
   CHECK(m[1].icl_score.has_value());
   check_refused("train --task induction --steps 5 --track-heads --no-save", "--track-heads writes DIR/tracked_heads.csv");
 }
+
+TEST_CASE("ablate --track-heads tracks every run and plots the points' curves side by side") {
+  TempDir tmp("track_ablate");
+  const std::string out = (tmp / "sweep").string();
+  const CliResult r = run_headroom(fmt::format(
+      "ablate --task induction --seq-len 9 --vocab 14 --d-model 16 --layers 2 --attn-only --heads 1,2 --seeds 1 "
+      "--steps 20 --batch 8 --eval-every 10 --eval-batches 2 --track-heads -q --out {}",
+      out));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  std::size_t runs = 0;
+  for (const auto& e : fs::directory_iterator(tmp / "sweep/runs")) {
+    ++runs;
+    const std::vector<hr::HeadLogRow> rows = hr::read_head_log(e.path() / "tracked_heads.csv");
+    CHECK((rows.size() == 2 * 2 * 1 || rows.size() == 2 * 2 * 2));  // 2 validations x 2 layers x 1 or 2 heads
+  }
+  CHECK(runs == 2);
+  const std::string svg = read_file(tmp / "sweep/tracked_heads.svg");
+  for (const char* s : {"largest induction score over the heads", "h1-dk16", "h2-dk8", "in-context-learning score"}) {
+    CHECK(svg.find(s) != std::string::npos);
+  }
+}

@@ -89,9 +89,9 @@ MetricsWriter MetricsWriter::open(const fs::path& out_dir, bool resume, std::siz
 void MetricsWriter::append(const MetricsRow& r) {
   if (!out_.is_open()) return;
   const auto known = [](const std::optional<double>& v) { return v ? fmt::format("{:.6f}", *v) : std::string(); };
-  out_ << fmt::format("{},{:.6f},{:.6f},{:.6f},{},{:.6g},{:.6g},{:.1f},{}\n", r.step, r.train_loss, r.val_loss,
-                      r.val_accuracy, known(r.val_excess_loss), r.lr, r.grad_norm, r.tokens_per_s,
-                      known(r.icl_score))
+  out_ << fmt::format("{},{:.6f},{:.6f},{:.6f},{},{},{:.6g},{:.6g},{:.1f}\n", r.step, r.train_loss, r.val_loss,
+                      r.val_accuracy, known(r.val_excess_loss), known(r.icl_score), r.lr, r.grad_norm,
+                      r.tokens_per_s)
        << std::flush;
 }
 
@@ -124,8 +124,8 @@ std::vector<MetricsRow> read_metrics(const fs::path& file) {
       }
       rows.push_back({.step = static_cast<std::size_t>(v[0].value()), .train_loss = v[1].value(),
                       .val_loss = v[2].value(), .val_accuracy = v[3].value(), .val_excess_loss = v[4],
-                      .lr = v[5].value(), .grad_norm = v[6].value(), .tokens_per_s = v[7].value(),
-                      .icl_score = v[8]});
+                      .lr = v[6].value(), .grad_norm = v[7].value(), .tokens_per_s = v[8].value(),
+                      .icl_score = v[5]});
     } catch (const std::logic_error&) {  // stod: a field that is not a number (or empty, but for an optional column)
       bad(fmt::format("{}: malformed row '{}'", file.string(), line));
     }

@@ -1,7 +1,7 @@
 // DIR/metrics.csv, a training run's curve: one row per validation, written as it
 // goes and flushed, so a crash loses nothing written. This file owns its columns:
 //
-//     step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s,icl_score
+//     step,train_loss,val_loss,val_accuracy,val_excess_loss,icl_score,lr,grad_norm,tokens_per_s
 //
 // train_loss is the mean over the steps since the previous row; tokens_per_s counts
 // the same window. val_excess_loss is val_loss minus the Bayes loss of the same
@@ -21,9 +21,8 @@
 
 namespace headroom {
 
-inline constexpr std::array<std::string_view, 9> kMetricsColumns{"step", "train_loss", "val_loss",   "val_accuracy",
-                                                                 "val_excess_loss", "lr", "grad_norm", "tokens_per_s",
-                                                                 "icl_score"};
+inline constexpr std::array<std::string_view, 9> kMetricsColumns{
+    "step", "train_loss", "val_loss", "val_accuracy", "val_excess_loss", "icl_score", "lr", "grad_norm", "tokens_per_s"};
 // The columns a metrics.csv may lack (files written before they existed), and
 // whose fields may be empty (unknown).
 inline constexpr std::string_view kExcessColumn = "val_excess_loss";
