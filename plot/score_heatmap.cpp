@@ -34,19 +34,20 @@ double text_width(const std::string& text, double font_size) {
 std::string num(double v) { return fmt::format("{:.1f}", v); }
 
 void check(const ScoreMatrices& s) {
-  const std::size_t N = s.labels.size();
+  const std::size_t R = s.row_labels.size(), K = s.column_labels.size();
   if (s.panels.empty()) throw std::invalid_argument("score heat map: no panels to draw");
-  if (N == 0) throw std::invalid_argument("score heat map: no labels");
-  if (N > kMaxLabels) {
-    throw std::invalid_argument(fmt::format("score heat map: {} labels are more than the {} we draw", N, kMaxLabels));
+  if (R == 0 || K == 0) throw std::invalid_argument("score heat map: no labels");
+  if (std::max(R, K) > kMaxLabels) {
+    throw std::invalid_argument(
+        fmt::format("score heat map: {} labels are more than the {} we draw", std::max(R, K), kMaxLabels));
   }
   if (!(s.scale_max > 0) || !std::isfinite(s.scale_max)) {
     throw std::invalid_argument(fmt::format("score heat map: scale_max must be positive, got {}", s.scale_max));
   }
   for (const ScorePanel& p : s.panels) {
-    if (p.values.dimension() != 2 || p.values.shape()[0] != N || p.values.shape()[1] != N) {
+    if (p.values.dimension() != 2 || p.values.shape()[0] != R || p.values.shape()[1] != K) {
       throw std::invalid_argument(fmt::format("score heat map: panel '{}' has shape {}, expected ({}, {})", p.title,
-                                              format_shape(Shape(p.values.shape())), N, N));
+                                              format_shape(Shape(p.values.shape())), R, K));
     }
     for (const double v : p.values) {
       if (std::isinf(v)) throw std::invalid_argument(fmt::format("score heat map: panel '{}' holds {}", p.title, v));
@@ -58,17 +59,18 @@ void check(const ScoreMatrices& s) {
 
 std::string render_score_matrices(const ScoreMatrices& s) {
   check(s);
-  const std::size_t N = s.labels.size();
-  const int cell = std::clamp(kPanelTarget / static_cast<int>(N), kMinCell, kMaxCell);
-  const int size = cell * static_cast<int>(N);
+  const std::size_t R = s.row_labels.size(), K = s.column_labels.size();
+  const int cell = std::clamp(kPanelTarget / static_cast<int>(std::max(R, K)), kMinCell, kMaxCell);
+  const int size_x = cell * static_cast<int>(K), size_y = cell * static_cast<int>(R);
   const double label_font = std::min(11.0, std::max(7.0, cell * 0.6));
-  double label_width = 0;
-  for (const std::string& l : s.labels) label_width = std::max(label_width, text_width(l, label_font));
-  const double row_labels = label_width + 6;
-  const double column_labels = label_width + 6;  // turned to run upwards
-  const double axis_text = 14;                   // the axis names
-  const double panel_width = axis_text + row_labels + size;
-  const double panel_height = kHeaderHeight + column_labels + size + axis_text + 6;
+  double row_width = 0, column_width = 0;
+  for (const std::string& l : s.row_labels) row_width = std::max(row_width, text_width(l, label_font));
+  for (const std::string& l : s.column_labels) column_width = std::max(column_width, text_width(l, label_font));
+  const double row_labels = row_width + 6;
+  const double column_labels = column_width + 6;  // turned to run upwards
+  const double axis_text = 14;                    // the axis names
+  const double panel_width = std::max(axis_text + row_labels + size_x, text_width(s.column_axis, 11) + 10);
+  const double panel_height = kHeaderHeight + column_labels + size_y + axis_text + 6;
   const std::size_t P = s.panels.size();
   const double grid_width = static_cast<double>(P) * panel_width + static_cast<double>(P - 1) * kGapX;
   const double legend_x = kMargin + grid_width + kLegendGap;
@@ -108,38 +110,41 @@ std::string render_score_matrices(const ScoreMatrices& s) {
     fmt::format_to(put, "<g>\n<text x=\"{}\" y=\"{}\" font-size=\"12\" font-weight=\"bold\">{}</text>\n", num(mx),
                    num(py + 13), svg::escape(panel.title));
     fmt::format_to(put, "<g font-size=\"{}\" fill=\"#333333\">\n", num(label_font));
-    for (std::size_t i = 0; i < N; ++i) {
+    for (std::size_t i = 0; i < K; ++i) {
       const double c = (static_cast<double>(i) + 0.5) * cell;
       fmt::format_to(put, "<text transform=\"translate({},{}) rotate(-90)\" dominant-baseline=\"central\">{}</text>\n",
-                     num(mx + c), num(my - 4), svg::escape(s.labels[i]));
+                     num(mx + c), num(my - 4), svg::escape(s.column_labels[i]));
+    }
+    for (std::size_t i = 0; i < R; ++i) {
+      const double c = (static_cast<double>(i) + 0.5) * cell;
       fmt::format_to(put, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" dominant-baseline=\"central\">{}</text>\n",
-                     num(mx - 4), num(my + c), svg::escape(s.labels[i]));
+                     num(mx - 4), num(my + c), svg::escape(s.row_labels[i]));
     }
     out += "</g>\n";
     fmt::format_to(put,
                    "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#555555\" text-anchor=\"middle\">{}</text>\n",
-                   num(mx + size / 2.0), num(my + size + axis_text), svg::escape(s.column_axis));
+                   num(mx + size_x / 2.0), num(my + size_y + axis_text), svg::escape(s.column_axis));
     fmt::format_to(put,
                    "<text transform=\"translate({},{}) rotate(-90)\" font-size=\"11\" fill=\"#555555\" "
                    "text-anchor=\"middle\">{}</text>\n",
-                   num(px + 9), num(my + size / 2.0), svg::escape(s.row_axis));
+                   num(px + 9), num(my + size_y / 2.0), svg::escape(s.row_axis));
     fmt::format_to(put, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"url(#score-undefined)\"/>\n",
-                   num(mx), num(my), size, size);
-    for (std::size_t r = 0; r < N; ++r) {
-      for (std::size_t c = 0; c < N; ++c) {
+                   num(mx), num(my), size_x, size_y);
+    for (std::size_t r = 0; r < R; ++r) {
+      for (std::size_t c = 0; c < K; ++c) {
         const double v = panel.values(r, c);
         if (std::isnan(v)) continue;
         fmt::format_to(put,
                        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} from {}: {:.3f}"
                        "</title></rect>\n",
                        num(mx + static_cast<double>(c) * cell), num(my + static_cast<double>(r) * cell), cell, cell,
-                       hex(weight_colour(v / s.scale_max)), svg::escape(s.labels[r]), svg::escape(s.labels[c]), v);
+                       hex(weight_colour(v / s.scale_max)), svg::escape(s.row_labels[r]), svg::escape(s.column_labels[c]), v);
       }
     }
     fmt::format_to(put,
                    "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888888\" "
                    "stroke-width=\"0.8\"/>\n</g>\n",
-                   num(mx), num(my), size, size);
+                   num(mx), num(my), size_x, size_y);
   }
 
   const double bar_top = kTitleBlock + kHeaderHeight + 16;

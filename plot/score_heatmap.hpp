@@ -1,10 +1,10 @@
-// Score matrices as one SVG: panels side by side, each a labelled square grid of
+// Score matrices as one SVG: panels side by side, each a labelled grid of
 // cells coloured by heatmap::weight_colour on one scale from 0 to `scale_max`, with
 // a legend; NaN cells (undefined scores) drawn hatched. `headroom circuits` draws
 // its Q-, K- and V-composition scores with it (rows: the reading head, columns: the
 // writing head). Plain text out; no third-party code.
 //
-// Legend: N = the labels (rows = columns).
+// Legend: R = rows, K = columns.
 #pragma once
 
 #include <string>
@@ -17,7 +17,7 @@ namespace headroom::heatmap {
 
 struct ScorePanel {
   std::string title;           // above the panel, e.g. "K-composition"
-  xt::xarray<double> values;   // (N, N); NaN where undefined
+  xt::xarray<double> values;   // (R, K); NaN where undefined
 };
 
 struct ScoreMatrices {
@@ -25,7 +25,8 @@ struct ScoreMatrices {
   std::string subtitle;             // second line: what the scores are
   std::string guide;                // third line: how to read a cell
   std::string row_axis, column_axis;  // "reader (layer 2 head)", "writer"
-  std::vector<std::string> labels;  // (N) for rows and columns
+  std::vector<std::string> row_labels;     // (R)
+  std::vector<std::string> column_labels;  // (K)
   std::vector<ScorePanel> panels;
   double scale_max = 1;             // the value drawn darkest; larger ones clamp
   std::string legend = "score";     // the colour bar's heading
@@ -33,8 +34,8 @@ struct ScoreMatrices {
 };
 
 // The SVG document. Throws std::invalid_argument naming the panel and shape when
-// there are no panels or labels, a panel is not (N, N), more than 64 labels, a
-// value is infinite, or scale_max is not positive.
+// there are no panels or labels, a panel is not (R, K), more than 64 labels on an
+// axis, a value is infinite, or scale_max is not positive.
 std::string render_score_matrices(const ScoreMatrices& scores);
 
 }  // namespace headroom::heatmap
