@@ -222,8 +222,8 @@ int run_circuits(const CircuitsFlags& flags) {
     svg.title = fmt::format("Composition scores of {} ({}, {} layers x {} head{})", run.source, kind, L, H,
                             H == 1 ? "" : "s");
     svg.subtitle =
-        "||W_QK^T W_OV||, ||W_QK W_OV||, ||W_OV W_OV|| over the product of the norms (Elhage et al. 2021); norm "
-        "weights folded";
+        "Q: ||W_QK^T W_OV||, K: ||W_QK W_OV||, V: ||W_OV W_OV||, each over the product of the two matrices' "
+        "Frobenius norms (Elhage et al. 2021); norm weights folded";
     svg.guide = "Row: the head that reads (layer l2); column: the head that writes (layer l1 < l2). Hatched: not an "
                 "earlier layer.";
     svg.row_axis = "reading head";

@@ -163,8 +163,12 @@ std::string render_score_matrices(const ScoreMatrices& s) {
                    num(legend_x + kBarWidth), num(y), num(legend_x + kBarWidth + 4), num(legend_x + kBarWidth + 7),
                    tick * s.scale_max);
   }
+  bool any_undefined = false;
+  for (const ScorePanel& panel : s.panels) {
+    for (const double v : panel.values) any_undefined = any_undefined || std::isnan(v);
+  }
   const double y = bar_top + bar_height + 24;
-  fmt::format_to(put,
+  if (any_undefined) fmt::format_to(put,
                  "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{2}\" fill=\"url(#score-undefined)\" "
                  "stroke=\"#888888\" stroke-width=\"0.8\"/><text x=\"{3}\" y=\"{4}\" "
                  "dominant-baseline=\"central\">{5}</text>\n",

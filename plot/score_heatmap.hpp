@@ -1,6 +1,7 @@
 // Score matrices as one SVG: panels side by side, each a labelled grid of
 // cells coloured by heatmap::weight_colour on one scale from 0 to `scale_max`, with
-// a legend; NaN cells (undefined scores) drawn hatched. `headroom circuits` draws
+// a legend; NaN cells (undefined scores) drawn hatched, with a legend entry when
+// there are any. `headroom circuits` draws
 // its Q-, K- and V-composition scores with it (rows: the reading head, columns: the
 // writing head). Plain text out; no third-party code.
 //
