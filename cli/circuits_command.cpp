@@ -106,7 +106,7 @@ int run_circuits(const CircuitsFlags& flags) {
   const std::vector<double> dla = direct_logit_attribution(d, answer);
   const std::vector<double> diff =
       flags.wrong ? direct_logit_attribution(d, answer, flags.wrong) : std::vector<double>();
-  const std::vector<HeadCircuits> circuits = head_circuits(run.model());
+  const std::vector<HeadCircuits> circuits = head_circuits(run.model(), /*keep_matrices=*/false);
   const CompositionScores comp = composition_scores(run.model());
 
   const std::string kind = run.data.is_text() ? "character-level text model" : run.data.task + " model";

@@ -212,16 +212,18 @@ xt::xarray<double> ov_matrix(const HeadMatrices& head) {
 }
 
 template <typename T>
-std::vector<HeadCircuits> head_circuits(const TransformerLM<T>& model) {
+std::vector<HeadCircuits> head_circuits(const TransformerLM<T>& model, bool keep_matrices) {
   const ModelConfig& config = model.config();
   const ModelWeights<T> weights(model);
   const std::size_t L = config.n_layers;
   const Matrix E = to_double(weights.at("tok_emb.weight"));  // (V, C)
   const Matrix W_U = to_double(unembedding(config, weights));  // (V, C)
   const Matrix P = to_double(position_table(config, weights));  // (M, C) or empty
+  const Matrix empty = xt::xarray<double>::from_shape({std::size_t{0}, std::size_t{0}});  // (0, 0)
   std::vector<HeadCircuits> out;
   for (const HeadMatrices& m : head_matrices(model)) {
     HeadCircuits c;
+    c.qk_pos = empty;
     c.layer = m.layer;
     c.head = m.head;
     // Rows of E as the head's input sees them: the norm weights on the way in.
@@ -231,7 +233,7 @@ std::vector<HeadCircuits> head_circuits(const TransformerLM<T>& model) {
     const Matrix k = matmul(E_in, m.w_k, true);                                     // (V, d_k)
     c.qk = matmul(q, k, true);                                                      // (V, V)
     c.qk_singular_values = product_singular_values(q, k);
-    if (P.size() != 0) {
+    if (P.shape()[0] != 0) {
       const Matrix P_in = config.pos_qk_only ? P : scale_columns(P, in_gain);  // (M, C)
       const Matrix pq = matmul(P_in, m.w_q, true) * m.scale;
       const Matrix pk = matmul(P_in, m.w_k, true);
@@ -243,6 +245,11 @@ std::vector<HeadCircuits> head_circuits(const TransformerLM<T>& model) {
     c.ov = matmul(src, dst, true);                                                        // (V, V)
     c.ov_singular_values = product_singular_values(src, dst);
     c.copying_score = copying_score(c.ov);
+    if (!keep_matrices) {
+      c.qk = empty;
+      c.qk_pos = empty;
+      c.ov = empty;
+    }
     out.push_back(std::move(c));
   }
   return out;
@@ -286,8 +293,8 @@ CompositionScores composition_scores(const TransformerLM<T>& model) {
 
 template std::vector<HeadMatrices> head_matrices(const TransformerLM<float>&);
 template std::vector<HeadMatrices> head_matrices(const TransformerLM<double>&);
-template std::vector<HeadCircuits> head_circuits(const TransformerLM<float>&);
-template std::vector<HeadCircuits> head_circuits(const TransformerLM<double>&);
+template std::vector<HeadCircuits> head_circuits(const TransformerLM<float>&, bool);
+template std::vector<HeadCircuits> head_circuits(const TransformerLM<double>&, bool);
 template CompositionScores composition_scores(const TransformerLM<float>&);
 template CompositionScores composition_scores(const TransformerLM<double>&);
 

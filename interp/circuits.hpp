@@ -87,7 +87,7 @@ xt::xarray<double> ov_matrix(const HeadMatrices& head);
 struct HeadCircuits {
   std::size_t layer = 0, head = 0;
   xt::xarray<double> qk;      // (V, V)
-  xt::xarray<double> qk_pos;  // (M, M), or empty (rope, none)
+  xt::xarray<double> qk_pos;  // (M, M), or (0, 0) (rope, none)
   xt::xarray<double> ov;      // (V, V)
   std::vector<double> qk_singular_values;      // descending, min(V, d_k) of them
   std::vector<double> qk_pos_singular_values;  // descending, min(M, d_k); empty with qk_pos
@@ -95,9 +95,11 @@ struct HeadCircuits {
   double copying_score = 0;
 };
 
-// Every head's circuits, layer-major.
+// Every head's circuits, layer-major. Without keep_matrices the (V, V) and (M, M)
+// matrices are dropped once their values are computed (left (0, 0)), so that a
+// model of many heads and a long max_len holds one head's at a time.
 template <typename T>
-std::vector<HeadCircuits> head_circuits(const TransformerLM<T>& model);
+std::vector<HeadCircuits> head_circuits(const TransformerLM<T>& model, bool keep_matrices = true);
 
 struct CompositionScores {
   std::size_t n_layers = 0, n_heads = 0;

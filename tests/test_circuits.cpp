@@ -258,3 +258,26 @@ TEST_CASE("circuits: LAPACK came without OpenBLAS, so the GEMMs still bind to BL
   CHECK_FALSE(openblas);
 }
 #endif
+
+TEST_CASE("circuits: rope has no positional circuit, and keep_matrices=false keeps every value") {
+  hr::ModelConfig c{.vocab = 6, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 5,
+                    .pos = hr::PositionEncoding::rope, .qk_norm = true};
+  hr::Rng rng(6);
+  hr::TransformerLM<double> model(c, rng);
+  scramble(model, 6);
+  const auto full = hr::head_circuits(model);
+  const auto lean = hr::head_circuits(model, false);
+  REQUIRE(full.size() == 4);
+  REQUIRE(lean.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(full[i].qk_pos.shape() == std::vector<std::size_t>{0, 0});
+    CHECK(full[i].qk_pos_singular_values.empty());
+    CHECK(full[i].qk.shape() == std::vector<std::size_t>{6, 6});
+    CHECK(lean[i].qk.size() == 0);
+    CHECK(lean[i].ov.size() == 0);
+    CHECK(lean[i].qk_singular_values == full[i].qk_singular_values);
+    CHECK(lean[i].ov_singular_values == full[i].ov_singular_values);
+    CHECK(lean[i].copying_score == full[i].copying_score);
+    CHECK(full[i].qk_singular_values[0] > 1e-3);
+  }
+}
