@@ -20,6 +20,7 @@
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
 #include "cli/validators.hpp"
+#include "data/task_tokens.hpp"
 #include "interp/attention_maps.hpp"
 #include "interp/circuits.hpp"
 #include "interp/decompose.hpp"
@@ -48,6 +49,13 @@ std::string head_name(std::size_t layer, std::size_t head) { return fmt::format(
 
 // NaN (an undefined score) as an empty field.
 std::string csv_number(double v) { return std::isnan(v) ? std::string("") : fmt::format("{:.6g}", v); }
+
+// Token `id` as the axis labels show it: a task's id (or _ | ?), a text model's
+// character.
+std::string token_label(std::size_t id, const LoadedRun& run) {
+  if (!run.data.is_text()) return task_token_label(static_cast<Index>(id));
+  return fmt::format("'{}'", visible_character(char_vocab(run.data, run.source).alphabet().at(id)));
+}
 
 void check_out_dir(const fs::path& dir) {
   std::error_code ec;
@@ -116,7 +124,11 @@ int run_circuits(const CircuitsFlags& flags) {
   // Direct logit attribution.
   const std::vector<double>& shown = flags.wrong ? diff : dla;
   const double total = std::accumulate(shown.begin(), shown.end(), 0.0);
-  fmt::print("\nanswer {}{}: logit {:.4f}", answer, flags.answer ? "" : " (the model's top prediction)",
+  const auto named = [&](std::size_t id) {
+    const std::string label = token_label(id, run);
+    return label == std::to_string(id) ? label : fmt::format("{} {}", id, label);
+  };
+  fmt::print("\nanswer {}{}: logit {:.4f}", named(answer), flags.answer ? "" : " (the model's top prediction)",
              d.model_logits(answer));
   if (flags.wrong) {
     fmt::print("; logit difference {} - {}: {:.4f}", answer, *flags.wrong,
