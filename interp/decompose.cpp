@@ -120,6 +120,7 @@ ResidualDecomposition<T> decompose_residual(TransformerLM<T>& model, const Index
     }
     return value;
   };
+  model.eval();  // no dropout: the parts of the model's own deterministic forward
   xt::xarray<T> logits_all;
   {
     NoGrad no_grad;

@@ -64,7 +64,8 @@ struct ResidualDecomposition {
 // Runs the model on `tokens` (a row (T) or (1, T)) and splits the residual at
 // `position` (0 <= position < T; the last when omitted). Throws
 // std::invalid_argument naming the value for a position outside the row or a token
-// outside the vocabulary. Runs under NoGrad; the model's gates are used as set.
+// outside the vocabulary. Puts the model in eval mode (no dropout) and runs under
+// NoGrad; the model's head gates are used as set.
 template <typename T>
 ResidualDecomposition<T> decompose_residual(TransformerLM<T>& model, const IndexArray& tokens,
                                             std::optional<std::size_t> position = std::nullopt);
