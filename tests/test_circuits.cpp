@@ -281,3 +281,43 @@ TEST_CASE("circuits: rope has no positional circuit, and keep_matrices=false kee
     CHECK(full[i].qk_singular_values[0] > 1e-3);
   }
 }
+
+TEST_CASE("circuits: qk_pos(t, s) - qk_pos(t, t) is the model's log weight ratio when tokens carry nothing") {
+  // With a zero token embedding the scores are the positional circuit's alone.
+  for (const bool qk_only : {false, true}) {
+    CAPTURE(qk_only);
+    hr::ModelConfig c = bare(2, 1, hr::HeadCombine::concat);
+    c.pos = hr::PositionEncoding::learned;
+    c.pos_qk_only = qk_only;
+    c.max_len = 5;
+    hr::Rng rng(7);
+    hr::TransformerLM<double> model(c, rng);
+    scramble(model, 7);
+    for (auto& [name, p] : model.named_parameters()) {
+      if (name == "tok_emb.weight") p.mutable_value().fill(0.0);
+    }
+    const auto circuits = hr::head_circuits(model);
+    hr::IndexArray row = xt::zeros<hr::Index>({std::size_t{1}, std::size_t{5}});
+    xt::xarray<double> pattern;
+    hr::ForwardHooks<double> hooks;
+    hooks.pattern = true;
+    hooks.fn = [&](hr::HookPoint point, std::size_t, const hr::Tensor<double>& value) {
+      if (point == hr::HookPoint::pattern) pattern = value.value();
+      return value;
+    };
+    {
+      hr::NoGrad no_grad;
+      model.forward(row, nullptr, &hooks);
+    }
+    for (std::size_t h = 0; h < 2; ++h) {
+      REQUIRE(circuits[h].qk_pos.shape() == std::vector<std::size_t>{5, 5});
+      for (std::size_t t = 1; t < 5; ++t) {
+        for (std::size_t s = 0; s < t; ++s) {
+          const double ratio = std::log(pattern(0, h, t, s) / pattern(0, h, t, t));
+          CHECK(circuits[h].qk_pos(t, s) - circuits[h].qk_pos(t, t) == doctest::Approx(ratio).epsilon(1e-9));
+        }
+      }
+    }
+    CHECK(std::abs(circuits[0].qk_pos(3, 1) - circuits[0].qk_pos(3, 3)) > 1e-3);
+  }
+}
