@@ -255,16 +255,64 @@ std::vector<HeadCircuits> head_circuits(const TransformerLM<T>& model, bool keep
   return out;
 }
 
+namespace {
+
+// tr(a b) for square a, b of one size.
+double trace_of_product(const Matrix& a, const Matrix& b) {
+  double t = 0;
+  for (std::size_t i = 0; i < a.shape()[0]; ++i) {
+    for (std::size_t j = 0; j < a.shape()[1]; ++j) t += a(i, j) * b(j, i);
+  }
+  return t;
+}
+
+// A head's low-rank factors, the reader gain folded in: W_QK = A_q^T A_k and
+// W_OV = W_O A_v, with the Gram matrices the Frobenius norms need.
+struct HeadFactors {
+  Matrix a_q, a_k, a_v;  // (d_k, C), (d_k, C), (d_v, C)
+  Matrix w_o;            // (C, d_v)
+  Matrix g_q, g_k, g_v;  // A A^T: (d_k, d_k), (d_k, d_k), (d_v, d_v)
+  Matrix g_o;            // W_O^T W_O (d_v, d_v)
+};
+
+HeadFactors factors_of(const HeadMatrices& m) {
+  HeadFactors f;
+  f.a_q = scale_columns(m.w_q, m.reader_gain);
+  f.a_k = scale_columns(m.w_k, m.reader_gain);
+  f.a_v = scale_columns(m.w_v, m.reader_gain);
+  f.w_o = m.w_o;
+  f.g_q = matmul(f.a_q, f.a_q, true);
+  f.g_k = matmul(f.a_k, f.a_k, true);
+  f.g_v = matmul(f.a_v, f.a_v, true);
+  f.g_o = matmul(transposed(m.w_o), m.w_o);
+  return f;
+}
+
+// ||X^T M A_v||_F for X (r, C) with G = X X^T, M (r, d_v) and the writer's A_v,
+// G_v = A_v A_v^T: sqrt(tr(M^T G M G_v)).
+double norm_of_chain(const Matrix& g, const Matrix& m, const Matrix& g_v) {
+  return std::sqrt(std::max(0.0, trace_of_product(matmul(transposed(m), matmul(g, m)), g_v)));
+}
+
+}  // namespace
+
 template <typename T>
 CompositionScores composition_scores(const TransformerLM<T>& model) {
+  // The scores from the heads' factors rather than the (C, C) products: with W_QK =
+  // A_q^T A_k and W_OV^1 = W_O^1' A_v^1 (W_O^1' carrying the gain between the
+  // layers), W_QK W_OV^1 = A_q^T (A_k W_O^1') A_v^1, whose Frobenius norm needs only
+  // (d_k, d_v) products: sqrt(tr(M^T A_q A_q^T M A_v A_v^T)) with M = A_k W_O^1'.
+  // Likewise Q (A_q and A_k swapped), V (W_O^2 A_v^2 in place of A_q^T A_k), and the
+  // norms ||W_QK||^2 = tr(A_q A_q^T A_k A_k^T), ||W_OV||^2 = tr(W_O^T W_O A_v A_v^T).
   const ModelConfig& config = model.config();
   const ModelWeights<T> weights(model);
   const std::size_t L = config.n_layers, H = config.n_heads, N = L * H;
-  const std::vector<HeadMatrices> heads = head_matrices(model);
-  std::vector<Matrix> qk(N), ov(N);
+  std::vector<HeadFactors> f;
+  for (const HeadMatrices& m : head_matrices(model)) f.push_back(factors_of(m));
+  std::vector<double> qk_norm(N), ov_norm(N);
   for (std::size_t i = 0; i < N; ++i) {
-    qk[i] = qk_matrix(heads[i]);
-    ov[i] = ov_matrix(heads[i]);
+    qk_norm[i] = std::sqrt(std::max(0.0, trace_of_product(f[i].g_q, f[i].g_k)));
+    ov_norm[i] = std::sqrt(std::max(0.0, trace_of_product(f[i].g_o, f[i].g_v)));
   }
   CompositionScores s;
   s.n_layers = L;
@@ -274,16 +322,20 @@ CompositionScores composition_scores(const TransformerLM<T>& model) {
   s.q.fill(nan);
   s.k = s.q;
   s.v = s.q;
+  const auto ratio = [](double product, double a, double b) { return a == 0 || b == 0 ? 0.0 : product / (a * b); };
   for (std::size_t l1 = 0; l1 < L; ++l1) {
     for (std::size_t l2 = l1 + 1; l2 < L; ++l2) {
       const Matrix between = path_gain(config, weights, l1, l2);
       for (std::size_t h1 = 0; h1 < H; ++h1) {
-        const Matrix writer = scale_rows(ov[l1 * H + h1], between);  // diag(gain) W_OV^1
+        const std::size_t c = l1 * H + h1;
+        const Matrix w_o = scale_rows(f[c].w_o, between);  // diag(gain) W_O^1 (C, d_v)
+        const double writer_norm = std::sqrt(std::max(0.0, trace_of_product(matmul(transposed(w_o), w_o), f[c].g_v)));
         for (std::size_t h2 = 0; h2 < H; ++h2) {
-          const std::size_t r = l2 * H + h2, c = l1 * H + h1;
-          s.q(r, c) = composition_score(transposed(qk[r]), writer);
-          s.k(r, c) = composition_score(qk[r], writer);
-          s.v(r, c) = composition_score(ov[r], writer);
+          const std::size_t r = l2 * H + h2;
+          const HeadFactors& g = f[r];
+          s.k(r, c) = ratio(norm_of_chain(g.g_q, matmul(g.a_k, w_o), f[c].g_v), qk_norm[r], writer_norm);
+          s.q(r, c) = ratio(norm_of_chain(g.g_k, matmul(g.a_q, w_o), f[c].g_v), qk_norm[r], writer_norm);
+          s.v(r, c) = ratio(norm_of_chain(g.g_o, matmul(g.a_v, w_o), f[c].g_v), ov_norm[r], writer_norm);
         }
       }
     }

@@ -321,3 +321,29 @@ TEST_CASE("circuits: qk_pos(t, s) - qk_pos(t, t) is the model's log weight ratio
     CHECK(std::abs(circuits[0].qk_pos(3, 1) - circuits[0].qk_pos(3, 3)) > 1e-3);
   }
 }
+
+TEST_CASE("circuits: post-norm composition carries the norm weights between the layers into the writer") {
+  hr::ModelConfig c{.vocab = 6, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 4,
+                    .norm = hr::NormPlacement::post};
+  hr::Rng rng(5);
+  hr::TransformerLM<double> model(c, rng);
+  scramble(model, 5);
+  const auto heads = hr::head_matrices(model);
+  xt::xarray<double> ln1, ln2;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (name == "blocks.0.ln1.weight") ln1 = p.value();
+    if (name == "blocks.0.ln2.weight") ln2 = p.value();
+  }
+  xt::xarray<double> writer = hr::ov_matrix(heads[1]);  // L0H1, read through ln1 and ln2 of layer 0
+  for (std::size_t a = 0; a < 8; ++a) {
+    for (std::size_t b = 0; b < 8; ++b) writer(a, b) *= ln1(a) * ln2(a);
+  }
+  const xt::xarray<double> qk = hr::qk_matrix(heads[2]), ov = hr::ov_matrix(heads[2]);  // L1H0
+  const auto s = hr::composition_scores(model);
+  CHECK(s.k(2, 1) == doctest::Approx(hr::composition_score(qk, writer)).epsilon(1e-12));
+  const xt::xarray<double> qk_t = xt::transpose(qk);
+  CHECK(s.q(2, 1) == doctest::Approx(hr::composition_score(qk_t, writer)).epsilon(1e-12));
+  CHECK(s.v(2, 1) == doctest::Approx(hr::composition_score(ov, writer)).epsilon(1e-12));
+  // Not the unfolded score: the gains matter here.
+  CHECK(std::abs(s.k(2, 1) - hr::composition_score(qk, hr::ov_matrix(heads[1]))) > 1e-4);
+}
