@@ -25,6 +25,7 @@
 #include "cli/validators.hpp"
 #include "data/task.hpp"
 #include "data/task_defaults.hpp"
+#include "interp/head_tracking.hpp"
 
 namespace headroom::cli {
 namespace {
@@ -93,6 +94,9 @@ int run_train(const TrainCommandFlags& flags) {
   // A resume to a step the run has passed says so, before any check of the steps.
   if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim.steps);
   check_flags_read(flags, {config});
+  if (config.optim.track_heads && flags.no_save) {
+    throw std::invalid_argument("--track-heads writes DIR/tracked_heads.csv and DIR/tracked_heads.svg: not with --no-save");
+  }
   // Uptraining: DIR's data and model must be this run's, before anything is printed
   // (a resumed run reads its own checkpoint, not DIR).
   std::optional<InitSource> init_source;
@@ -125,6 +129,7 @@ int run_train(const TrainCommandFlags& flags) {
 
   TrainOptions options;
   options.out_dir = out_dir;
+  if (config.optim.track_heads) options.track_heads = track_heads;
   options.resume = flags.resume.has_value();
   options.overwrite = flags.overwrite;
   options.stop_after = flags.stop_after.value_or(0);
@@ -177,6 +182,11 @@ int run_train(const TrainCommandFlags& flags) {
     if (tty) fmt::print("\n");
     throw;
   }
+  // The tracked heads' plot, from what tracked_heads.csv holds so far (a stopped run too).
+  std::string heads_plot;
+  if (config.optim.track_heads && !options.out_dir.empty() && s.steps > s.start_step) {
+    heads_plot = write_head_tracking_plot(options.out_dir);
+  }
   if (s.stopped_early) {
     if (tty) fmt::print("\n");
     const char* why = InterruptGuard::requested() ? "interrupted" : "stopped";
@@ -202,6 +212,9 @@ int run_train(const TrainCommandFlags& flags) {
     fmt::print("wrote {0}/config.json, {0}/metrics.csv and {0}/model.safetensors (checkpoints in "
                "{0}/checkpoints)\n",
                options.out_dir);
+    if (!heads_plot.empty()) {
+      fmt::print("tracked heads: {0}/tracked_heads.csv, plotted with the ICL score in {1}\n", options.out_dir, heads_plot);
+    }
   } else {
     fmt::print("not saved (--no-save)\n");
   }

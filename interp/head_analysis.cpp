@@ -73,7 +73,7 @@ void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, std::ve
 
 }  // namespace
 
-HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches) {
+HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches, bool importance_pass) {
   if (batches.empty()) throw std::invalid_argument("analyze_heads: no validation batches");
   const bool was_training = model.is_training();
   model.eval();
@@ -97,7 +97,8 @@ HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& 
 
   // Importance: one backward pass per row, through gates of one that require grad.
   std::vector<double> importance(L * H, 0.0);
-  for (const Batch& b : batches) {
+  const std::vector<Batch> none;
+  for (const Batch& b : importance_pass ? batches : none) {
     const std::size_t rows = b.tokens.shape()[0], len = b.tokens.shape()[1];
     for (std::size_t r = 0; r < rows; ++r) {
       IndexArray tokens = IndexArray::from_shape({1, len});

@@ -59,7 +59,9 @@ struct HeadReport {
 
 // Every statistic above for every head. Leaves the model's gates cleared and its
 // gradients zero. Throws std::invalid_argument when `batches` is empty.
-HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches);
+// With importance false, the importance fields stay 0 and no backward pass runs
+// (what train --track-heads needs at every validation, interp/head_tracking.hpp).
+HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches, bool importance = true);
 
 struct PrunePoint {
   std::size_t removed = 0;  // heads gated out so far

@@ -12,9 +12,9 @@ namespace headroom::svg {
 
 struct Series {
   std::string name;            // the legend entry
-  std::vector<double> x, y;    // points; non-finite ones are left out
-  std::vector<double> lo, hi;  // a shaded band from lo to hi (empty: none), one per point
-  std::vector<double> err;     // error bars y +- err (empty: none), one per point
+  std::vector<double> x{}, y{};  // points; non-finite ones are left out
+  std::vector<double> lo{}, hi{};  // a shaded band from lo to hi (empty: none), one per point
+  std::vector<double> err{};     // error bars y +- err (empty: none), one per point
 };
 
 enum class Scale { linear, log };
@@ -23,9 +23,9 @@ struct Axis {
   std::string label;  // with its unit, e.g. "validation loss (nats/token)"
   Scale scale = Scale::linear;
   // Categorical axis: x values are the indices 0..n-1 and ticks show these labels.
-  std::vector<std::string> categories;
+  std::vector<std::string> categories{};
   // Ticks at these values (and only these) instead of automatic ones.
-  std::vector<double> ticks;
+  std::vector<double> ticks{};
   // The shown range never goes past these (an accuracy stops at 100%).
   double floor = -std::numeric_limits<double>::infinity();
   double ceiling = std::numeric_limits<double>::infinity();
@@ -34,7 +34,7 @@ struct Axis {
 struct Chart {
   std::string title;
   Axis x, y;
-  std::vector<Series> series;
+  std::vector<Series> series{};
 };
 
 // One SVG document: `title` on top (also as the document's <title>), then the

@@ -124,7 +124,7 @@ TEST_CASE("excess loss: every validation, the summary and metrics.csv give val l
   // The column in the file, 6 decimals like val_loss, and the same numbers read back.
   const std::vector<std::string> rows = lines_of(read_file(tmp / "metrics.csv"));
   REQUIRE(rows.size() == 5);
-  CHECK(rows[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s");
+  CHECK(rows[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s,icl_score");
   for (std::size_t i = 1; i < rows.size(); ++i) {
     CAPTURE(rows[i]);
     CHECK(fields(rows[i])[4] == fmt::format("{:.6f}", excesses[i - 1]));
@@ -230,7 +230,7 @@ TEST_CASE("excess loss: a metrics.csv from before the column is read, and a resu
   (void)hr::train(c, data, o);
   const std::vector<std::string> after = lines_of(read_file(tmp / "metrics.csv"));
   REQUIRE(after.size() == 5);  // header, steps 10 and 20 as they were, then 30 and 40 anew
-  CHECK(after[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s");
+  CHECK(after[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s,icl_score");
   for (std::size_t i = 1; i <= 2; ++i) {  // the old fields in the new order, the unknown one empty
     std::vector<std::string> f = fields(old_rows[i]);
     f.insert(f.begin() + 4, "");

@@ -165,7 +165,7 @@ TEST_CASE("headroom train writes config.json and metrics.csv and ends with a sum
   std::vector<std::string> rows;
   while (std::getline(lines, line)) rows.push_back(line);
   REQUIRE(rows.size() == 4);  // header + steps 20, 40, 60
-  CHECK(rows[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s");
+  CHECK(rows[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s,icl_score");
   CHECK(rows[3].rfind("60,", 0) == 0);
 }
 

@@ -70,6 +70,9 @@ struct OptimConfig {
   std::size_t keep_checkpoints = 2; // rolling checkpoints kept
   std::size_t max_bad_steps = 10;   // consecutive non-finite steps before the run stops
   bool detect_anomaly = false;      // name the op that made the first NaN or Inf (slower)
+  // At every validation, each head's statistics into tracked_heads.csv (train/head_log.hpp;
+  // the trainer needs TrainOptions::track_heads), docs/design.md #23.
+  bool track_heads = false;
   // Start from this model's weights (train/init_from.hpp, docs/design.md #19); "" is a random init.
   std::string init_from{};
   std::string init_from_hash{};      // init_from_hash of its model file, recorded when the run starts

@@ -89,6 +89,10 @@ void for_each_optim_field(Visit&& visit) {
                    .check = C::whole_number}));
   visit(field("detect_anomaly", &O::detect_anomaly,
               Flag{.help = "Check every op for NaN/Inf and name the first one that makes it (slower)"}));
+  visit(field("track_heads", &O::track_heads,
+              Flag{.help = "At every validation, record each head's previous-token and induction scores, entropy and "
+                           "removal cost into DIR/tracked_heads.csv, and plot them with the in-context-learning score against "
+                           "steps in DIR/tracked_heads.svg (costs one validation per head)"}));
   visit(field("init_from", &O::init_from,
               Flag{.help = "Start from this run's (or .safetensors file's) weights instead of a random init "
                            "(uptraining): the model is its model, except that --kv-heads may be a divisor of its kv "

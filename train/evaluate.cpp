@@ -1,6 +1,7 @@
 #include "train/evaluate.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "autograd/ops.hpp"
 
@@ -15,6 +16,36 @@ struct Tally {
   std::size_t counted = 0;
   double bayes_sum = 0;
   bool knows_truth = true;  // every batch so far carried target_nll
+  double early_sum = 0, late_sum = 0;  // icl_score's windows (EvalResult)
+  std::size_t early = 0, late = 0;
+
+  // Adds the per-target losses of the first and last quarter of the context.
+  void add_icl(const Tensor<float>& logits, const IndexArray& targets, bool skip_pad) {
+    const std::size_t B = targets.shape()[0], T = targets.shape()[1], V = logits.shape()[2];
+    const std::size_t q = std::max<std::size_t>(1, T / 4);
+    const float* pl = logits.value().data();
+    for (std::size_t b = 0; b < B; ++b) {
+      for (std::size_t t = 0; t < T; ++t) {
+        const bool in_early = t < q, in_late = t >= T - q;
+        if (!in_early && !in_late) continue;
+        const Index target = targets(b, t);
+        if (skip_pad && target == 0) continue;
+        const float* row = pl + (b * T + t) * V;
+        const double top = *std::max_element(row, row + V);
+        double z = 0;
+        for (std::size_t v = 0; v < V; ++v) z += std::exp(static_cast<double>(row[v]) - top);
+        const double nll = top + std::log(z) - static_cast<double>(row[target]);
+        if (in_early) {
+          early_sum += nll;
+          ++early;
+        }
+        if (in_late) {
+          late_sum += nll;
+          ++late;
+        }
+      }
+    }
+  }
 
   // The Bayes loss of a batch's counted targets, or none when it does not know it.
   void add_truth(const Batch& b) {
@@ -51,6 +82,9 @@ struct Tally {
       r.loss = loss_sum / static_cast<double>(counted);
       r.accuracy = static_cast<double>(correct) / static_cast<double>(counted);
       if (knows_truth) r.bayes_loss = bayes_sum / static_cast<double>(counted);
+    }
+    if (early > 0 && late > 0) {
+      r.icl_score = late_sum / static_cast<double>(late) - early_sum / static_cast<double>(early);
     }
     return r;
   }
@@ -97,7 +131,9 @@ EvalResult evaluate_batches(TransformerLM<float>& model, const std::vector<Batch
   Tally tally;
   for (const Batch& b : batches) {
     const auto [inputs, targets] = shift_tokens(b.tokens);
-    tally.add(model.forward(inputs), targets, &b.target_mask);  // logits (B, T, V)
+    const Tensor<float> logits = model.forward(inputs);  // (B, T, V)
+    tally.add(logits, targets, &b.target_mask);
+    tally.add_icl(logits, targets, b.knows_truth());
     tally.add_truth(b);
   }
   return tally.result();

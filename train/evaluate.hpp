@@ -23,6 +23,14 @@ struct EvalResult {
   // The mean of Batch::target_nll over the same targets, when every batch knows its
   // distribution (a task); empty for a text.
   std::optional<double> bayes_loss{};
+  // The in-context-learning score (Olsson et al., 2022, who take the loss at token
+  // 500 minus the loss at token 50): the mean next-token loss over every target in
+  // the last quarter of the context, t in [T - q, T), minus the mean over the first
+  // quarter, t in [0, q), q = max(1, floor(T / 4)); over all targets, counted or not,
+  // except a task's pad targets (id 0 where the batch knows its truth). Negative
+  // when the model predicts better late in the context, i.e. uses its context.
+  // evaluate_batches sets it; empty where no target falls in either window.
+  std::optional<double> icl_score{};
 
   // loss - bayes_loss: how far the model is from the best any model can do on these
   // targets (docs/design.md #14); empty when the Bayes loss is unknown.

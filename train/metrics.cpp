@@ -38,7 +38,7 @@ std::string header_line() {
 }
 
 // A row of a file whose header is `header`, in kMetricsColumns' order: a column the
-// file lacks (val_excess_loss, in a file from before it) is an empty field.
+// file lacks (val_excess_loss or icl_score, in a file from before it) is an empty field.
 std::string in_current_order(const fs::path& file, const std::vector<std::string>& header, const std::string& line) {
   const std::vector<std::string> cells = split_cells(line);
   if (cells.size() != header.size()) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
@@ -88,9 +88,10 @@ MetricsWriter MetricsWriter::open(const fs::path& out_dir, bool resume, std::siz
 
 void MetricsWriter::append(const MetricsRow& r) {
   if (!out_.is_open()) return;
-  const std::string excess = r.val_excess_loss ? fmt::format("{:.6f}", *r.val_excess_loss) : std::string();
-  out_ << fmt::format("{},{:.6f},{:.6f},{:.6f},{},{:.6g},{:.6g},{:.1f}\n", r.step, r.train_loss, r.val_loss,
-                      r.val_accuracy, excess, r.lr, r.grad_norm, r.tokens_per_s)
+  const auto known = [](const std::optional<double>& v) { return v ? fmt::format("{:.6f}", *v) : std::string(); };
+  out_ << fmt::format("{},{:.6f},{:.6f},{:.6f},{},{:.6g},{:.6g},{:.1f},{}\n", r.step, r.train_loss, r.val_loss,
+                      r.val_accuracy, known(r.val_excess_loss), r.lr, r.grad_norm, r.tokens_per_s,
+                      known(r.icl_score))
        << std::flush;
 }
 
@@ -105,7 +106,7 @@ std::vector<MetricsRow> read_metrics(const fs::path& file) {
   for (std::size_t c = 0; c < kMetricsColumns.size(); ++c) {
     const auto it = std::find(header.begin(), header.end(), kMetricsColumns[c]);
     at[c] = static_cast<std::size_t>(it - header.begin());
-    if (it == header.end() && kMetricsColumns[c] == kExcessColumn) at[c] = kNone;
+    if (it == header.end() && optional_metrics_column(kMetricsColumns[c])) at[c] = kNone;
     else if (it == header.end()) bad(fmt::format("{}: no column '{}'", file.string(), kMetricsColumns[c]));
   }
   std::vector<MetricsRow> rows;
@@ -117,14 +118,15 @@ std::vector<MetricsRow> read_metrics(const fs::path& file) {
       // The columns in kMetricsColumns' order; an empty or absent val_excess_loss is unknown.
       std::array<std::optional<double>, kMetricsColumns.size()> v{};
       for (std::size_t c = 0; c < v.size(); ++c) {
-        const bool optional = kMetricsColumns[c] == kExcessColumn;
+        const bool optional = optional_metrics_column(kMetricsColumns[c]);
         if (at[c] == kNone || (optional && cells[at[c]].empty())) continue;
         v[c] = std::stod(cells[at[c]]);
       }
       rows.push_back({.step = static_cast<std::size_t>(v[0].value()), .train_loss = v[1].value(),
                       .val_loss = v[2].value(), .val_accuracy = v[3].value(), .val_excess_loss = v[4],
-                      .lr = v[5].value(), .grad_norm = v[6].value(), .tokens_per_s = v[7].value()});
-    } catch (const std::logic_error&) {  // stod: a field that is not a number (or empty, but for val_excess_loss)
+                      .lr = v[5].value(), .grad_norm = v[6].value(), .tokens_per_s = v[7].value(),
+                      .icl_score = v[8]});
+    } catch (const std::logic_error&) {  // stod: a field that is not a number (or empty, but for an optional column)
       bad(fmt::format("{}: malformed row '{}'", file.string(), line));
     }
   }

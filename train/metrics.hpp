@@ -1,13 +1,14 @@
 // DIR/metrics.csv, a training run's curve: one row per validation, written as it
 // goes and flushed, so a crash loses nothing written. This file owns its columns:
 //
-//     step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s
+//     step,train_loss,val_loss,val_accuracy,val_excess_loss,lr,grad_norm,tokens_per_s,icl_score
 //
 // train_loss is the mean over the steps since the previous row; tokens_per_s counts
 // the same window. val_excess_loss is val_loss minus the Bayes loss of the same
 // validation targets (docs/design.md #14, #15); its field is empty when the data does
 // not know its distribution (a text), and in the rows of a run made before the
-// column existed.
+// column existed. icl_score is the validation's in-context-learning score
+// (EvalResult::icl_score, train/evaluate.hpp), empty in the rows of an older run.
 #pragma once
 
 #include <array>
@@ -20,10 +21,14 @@
 
 namespace headroom {
 
-inline constexpr std::array<std::string_view, 8> kMetricsColumns{
-    "step", "train_loss", "val_loss", "val_accuracy", "val_excess_loss", "lr", "grad_norm", "tokens_per_s"};
-// The one column a metrics.csv may lack: files written before it existed.
+inline constexpr std::array<std::string_view, 9> kMetricsColumns{"step", "train_loss", "val_loss",   "val_accuracy",
+                                                                 "val_excess_loss", "lr", "grad_norm", "tokens_per_s",
+                                                                 "icl_score"};
+// The columns a metrics.csv may lack (files written before they existed), and
+// whose fields may be empty (unknown).
 inline constexpr std::string_view kExcessColumn = "val_excess_loss";
+inline constexpr std::string_view kIclColumn = "icl_score";
+constexpr bool optional_metrics_column(std::string_view c) { return c == kExcessColumn || c == kIclColumn; }
 
 struct MetricsRow {
   std::size_t step = 0;
@@ -34,6 +39,7 @@ struct MetricsRow {
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_s = 0;
+  std::optional<double> icl_score{};  // empty: unknown (an empty field)
 };
 
 // Appends rows to DIR/metrics.csv.
@@ -55,7 +61,8 @@ class MetricsWriter {
 };
 
 // The rows of a metrics.csv, read by column name (any order, extra columns
-// ignored; without val_excess_loss, as a file from before it, every row's is empty).
+// ignored; without val_excess_loss or icl_score, as a file from before them, every
+// row's is empty).
 // std::invalid_argument naming the file when it is empty, lacks a column
 // or has a malformed row.
 std::vector<MetricsRow> read_metrics(const std::filesystem::path& file);

@@ -5,6 +5,7 @@
 //     DIR/.lock                           the advisory lock (flock) of the run training into DIR
 //     DIR/config.json, metrics.csv,       the run's own entries (kRunEntries); --overwrite
 //     DIR/model.safetensors, checkpoints/ removes exactly these
+//     DIR/tracked_heads.csv, .svg         (train --track-heads)
 //     DIR/NAME.tmp.PID.N                  a write_file_atomically in progress (nn/safetensors.hpp)
 //     DIR/checkpoints/.step-N.tmp-PID     a checkpoint being saved (train/resume.hpp)
 //     DIR/checkpoints/.step-N.old-PID     a checkpoint being replaced
@@ -20,8 +21,8 @@
 namespace headroom {
 
 // The entries a run writes into its directory, besides the lock file.
-inline constexpr std::array<const char*, 4> kRunEntries{"config.json", "metrics.csv", "model.safetensors",
-                                                        "checkpoints"};
+inline constexpr std::array<const char*, 6> kRunEntries{"config.json", "metrics.csv", "model.safetensors",
+                                                        "checkpoints", "tracked_heads.csv", "tracked_heads.svg"};
 inline constexpr const char* kLockFile = ".lock";
 
 enum class OutDirUse {

@@ -131,6 +131,7 @@ class Loop {
     if (ec) throw std::invalid_argument(fmt::format("cannot remove {}: {}", stale_model.string(), ec.message()));
     write_file_atomically(out_dir_ / "config.json", to_json(config_).dump(2) + "\n");
     metrics_ = MetricsWriter::open(out_dir_, options_.resume, state_.step);
+    if (o_.track_heads) heads_ = HeadLogWriter::open(out_dir_, options_.resume, state_.step);
   }
 
   void start_summary() {
@@ -162,7 +163,15 @@ class Loop {
     p.tokens_per_s = window_s > 0 ? static_cast<double>(state_.tokens_since) / window_s : 0;
     if (step % o_.eval_every != 0 && step != o_.steps) return p;
     p.evaluated = true;
-    p.val = evaluate(model_, data_, o_.eval_batches, o_.batch, validation_seed(o_.seed));
+    if (val_batches_.empty()) val_batches_ = validation_batches(data_, o_.eval_batches, o_.batch, validation_seed(o_.seed));
+    p.val = evaluate_batches(model_, val_batches_);  // the same batches at every validation
+    if (o_.track_heads) {
+      const bool was_training = model_.is_training();
+      model_.eval();
+      const std::vector<HeadTrack> heads = options_.track_heads(model_, val_batches_);
+      model_.train(was_training);
+      heads_.append(step, heads);
+    }
     if (p.val.accuracy > state_.best_val_accuracy || state_.best_step == 0) {
       state_.best_val_accuracy = p.val.accuracy;
       state_.best_step = step;
@@ -173,7 +182,7 @@ class Loop {
     }
     metrics_.append({.step = step, .train_loss = p.train_loss, .val_loss = p.val.loss,
                      .val_accuracy = p.val.accuracy, .val_excess_loss = excess, .lr = lr, .grad_norm = r.grad_norm,
-                     .tokens_per_s = p.tokens_per_s});
+                     .tokens_per_s = p.tokens_per_s, .icl_score = p.val.icl_score});
     state_.last_train_loss = p.train_loss;
     state_.last_val = p.val;
     state_.loss_since = 0;
@@ -244,6 +253,8 @@ class Loop {
   LoopState state_;
   TrainSummary summary_;
   MetricsWriter metrics_;
+  HeadLogWriter heads_;             // optim.track_heads only
+  std::vector<Batch> val_batches_;  // drawn at the first validation
   std::string first_anomaly_;
   Clock::time_point start_, last_report_;
 };
@@ -259,6 +270,9 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const std::st
 }
 
 TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOptions& options) {
+  if (config.optim.track_heads && !options.track_heads) {
+    throw std::invalid_argument("train.track_heads is on, but no head statistics were given (TrainOptions::track_heads)");
+  }
   // Before the model, the optimizer or the run directory take anything (docs/design.md #12).
   check_training_memory(config, data.vocab_size());
   // Before the model is allocated: the directory is checked, ours, and clean.

@@ -15,6 +15,7 @@
 #include "data/dataset.hpp"
 #include "train/config.hpp"
 #include "train/evaluate.hpp"
+#include "train/head_log.hpp"
 
 namespace headroom {
 
@@ -80,6 +81,11 @@ struct TrainOptions {
   std::size_t stop_after = 0;  // > 0: stop after this step with a checkpoint, as an interrupt does
   std::function<void(const Progress&)> on_progress;  // after every step
   std::function<bool()> stop_requested;             // polled after every step (Ctrl-C)
+  // With optim.track_heads: each head's statistics at a validation, given the model
+  // (in eval mode) and the run's validation batches; the rows go to tracked_heads.csv. The
+  // statistics live above this layer (interp/head_tracking.hpp, track_heads), so
+  // the caller supplies them; train() refuses track_heads without it.
+  std::function<std::vector<HeadTrack>(TransformerLM<float>&, const std::vector<Batch>&)> track_heads{};
 };
 
 // The data source a config names: a text file when data.text is set, else a task.
@@ -91,7 +97,7 @@ TrainConfig finalize(TrainConfig config, const Dataset& data);
 
 // Trains. With a non-empty out_dir, writes out_dir/config.json before the first step,
 // appends a row to out_dir/metrics.csv at every evaluation (flushed, so a crash
-// loses nothing written), saves a rolling checkpoint every save_every steps and on
+// loses nothing written; with optim.track_heads, the heads' rows to tracked_heads.csv too), saves a rolling checkpoint every save_every steps and on
 // an early stop (train/resume.hpp), and ends, finished or stopped early, with
 // out_dir/model.safetensors (metadata "step": its step). A resumed run removes the
 // old model.safetensors first, and a diverged one writes none, so the file is never

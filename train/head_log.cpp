@@ -1,0 +1,97 @@
+#include "train/head_log.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "nn/safetensors.hpp"  // write_file_atomically
+
+namespace headroom {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kHeader = "step,layer,head,previous_token,induction,entropy,loss_increase";
+
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
+
+std::vector<std::string> cells_of(const std::string& line) {
+  std::vector<std::string> cells;
+  std::size_t from = 0;
+  for (std::size_t comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
+    cells.push_back(line.substr(from, comma - from));
+    from = comma + 1;
+  }
+  cells.push_back(line.substr(from));
+  return cells;
+}
+
+HeadLogRow parse_row(const fs::path& file, const std::string& line) {
+  const std::vector<std::string> c = cells_of(line);
+  if (c.size() != 7) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+  try {
+    const auto number = [](const std::string& s) {
+      return s.empty() ? std::numeric_limits<double>::quiet_NaN() : std::stod(s);
+    };
+    return {.step = std::stoull(c[0]),
+            .head = {.layer = std::stoull(c[1]),
+                     .head = std::stoull(c[2]),
+                     .previous_token = std::stod(c[3]),
+                     .induction = number(c[4]),
+                     .entropy = std::stod(c[5]),
+                     .loss_increase = std::stod(c[6])}};
+  } catch (const std::logic_error&) {
+    bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+  }
+}
+
+}  // namespace
+
+HeadLogWriter HeadLogWriter::open(const fs::path& out_dir, bool resume, std::size_t resume_step) {
+  const fs::path file = out_dir / "tracked_heads.csv";
+  std::string kept = std::string(kHeader) + "\n";
+  if (resume && fs::exists(file)) {
+    std::ifstream in(file);
+    std::string line;
+    if (!std::getline(in, line) || line != kHeader) bad(fmt::format("{}: not a tracked_heads.csv (header '{}')", file.string(), line));
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      if (parse_row(file, line).step > resume_step) break;
+      kept += line + "\n";
+    }
+  }
+  write_file_atomically(file, kept);
+  HeadLogWriter w;
+  w.out_.open(file, std::ios::app);
+  if (!w.out_) bad(fmt::format("cannot write {}", file.string()));
+  return w;
+}
+
+void HeadLogWriter::append(std::size_t step, const std::vector<HeadTrack>& heads) {
+  if (!out_.is_open()) return;
+  std::string rows;
+  for (const HeadTrack& h : heads) {
+    const std::string induction = std::isnan(h.induction) ? std::string() : fmt::format("{:.6f}", h.induction);
+    rows += fmt::format("{},{},{},{:.6f},{},{:.6f},{:.6f}\n", step, h.layer, h.head, h.previous_token, induction,
+                        h.entropy, h.loss_increase);
+  }
+  out_ << rows << std::flush;
+}
+
+std::vector<HeadLogRow> read_head_log(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) bad(fmt::format("cannot read {}", file.string()));
+  std::string line;
+  if (!std::getline(in, line)) bad(fmt::format("{}: empty", file.string()));
+  if (line != kHeader) bad(fmt::format("{}: not a tracked_heads.csv (header '{}', expected '{}')", file.string(), line, kHeader));
+  std::vector<HeadLogRow> rows;
+  while (std::getline(in, line)) {
+    if (!line.empty()) rows.push_back(parse_row(file, line));
+  }
+  return rows;
+}
+
+}  // namespace headroom
