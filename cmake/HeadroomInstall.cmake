@@ -16,4 +16,5 @@ install(FILES
   ${PROJECT_BINARY_DIR}/headroomConfig.cmake
   ${PROJECT_BINARY_DIR}/headroomConfigVersion.cmake
   cmake/FindBLIS.cmake
+  cmake/FindReferenceLAPACK.cmake
   DESTINATION ${HEADROOM_CMAKE_DIR})

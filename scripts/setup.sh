@@ -12,6 +12,7 @@ packages=(
   # xtensor-blas; OpenBLAS for HEADROOM_BLAS=OpenBLAS, and the BLAS and LAPACK that
   # xtensor-blas's CMake package looks for (OpenBLAS carries LAPACK)
   libxtensor-blas-dev libopenblas-dev
+  liblapack-dev                # the reference LAPACK archive headroom_interp links (with BLIS)
   libfmt-dev libcli11-dev nlohmann-json3-dev doctest-dev
   "$@"
 )
