@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
       {"params", headroom::cli::add_params_command(app)},
       {"claims", headroom::cli::add_claims_command(app)},
       {"convert", headroom::cli::add_convert_command(app)},
+      {"patch", headroom::cli::add_patch_command(app)},
   };
 
   // A mistyped command would otherwise read as "a subcommand is required".
