@@ -152,7 +152,8 @@ std::string render_grid_figure(const GridFigure& f) {
       for (std::size_t j = 0; j < p.cols.size(); ++j) {
         const double v = p.values[i * p.cols.size() + j];
         const bool missing = std::isnan(v);
-        const std::string value = missing ? "n/a" : fmt::format("{:.2f}", v);
+        std::string value = missing ? "n/a" : fmt::format("{:.2f}", v);
+        if (value == "-0.00") value = "0.00";  // a small negative rounds to zero, not to "-0"
         const double cx = mx + static_cast<double>(j * cell), cy = my + static_cast<double>(i * cell);
         fmt::format_to(put,
                        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} {}, {} {}: "
