@@ -243,6 +243,11 @@ int run_patch(const PatchFlags& f) {
   const Pairs pairs = given ? given_pair(f, data, source, run.config().max_len) : task_pairs(f, data);
 
   const fs::path out(f.out);
+  if (!f.out.empty() && options.resid && pairs.labels.size() > heatmap::kMaxTokens) {
+    throw std::invalid_argument(fmt::format("--out '{}': the pairs have {} positions, more than the {} the per-position "
+                                            "map draws; give --what heads or pattern",
+                                            f.out, pairs.labels.size(), heatmap::kMaxTokens));
+  }
   if (!f.out.empty()) {
     std::error_code ec;
     fs::create_directories(out, ec);

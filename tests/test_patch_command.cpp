@@ -166,12 +166,12 @@ TEST_CASE("headroom patch --help explains the metric and the flags") {
   }
 }
 
-TEST_CASE("headroom patch runs on the other model options: GQA, rope, rmsnorm, swiglu, qk-norm, post-norm, sum of heads") {
+TEST_CASE("headroom patch runs on the other model options: GQA, rope, rmsnorm, swiglu, qk-norm, post-norm, key smear") {
   const TempDir dir("patch_options");
   const std::vector<std::string> models = {
       "--task copy --heads 4 --kv-heads 2 --pos rope --norm-type rmsnorm --ffn swiglu --qk-norm",
       "--task before --heads 2 --norm post --tie-embeddings --pos-qk-only",
-      "--task lagsum --heads 2 --head-combine sum --norm none --key-smear",
+      "--task lagsum --heads 2 --norm none --key-smear",
   };
   for (std::size_t i = 0; i < models.size(); ++i) {
     const fs::path m = dir.path() / std::to_string(i);

@@ -86,7 +86,11 @@ hr::ModelConfig full_config() {
 }  // namespace
 
 TEST_CASE("patching a whole residual stream from the clean run reproduces the clean logits") {
-  for (const hr::ModelConfig& c : {linear_config(), full_config()}) {
+  hr::ModelConfig summed = full_config();
+  summed.head_combine = hr::HeadCombine::sum;
+  summed.key_smear = true;
+  summed.pos = hr::PositionEncoding::rope;
+  for (const hr::ModelConfig& c : {linear_config(), full_config(), summed}) {
     Fixture f(c);
     xt::xarray<double> clean_logits;
     const Cache clean = hr::run_with_cache(f.model, f.batch.clean, false, &clean_logits);
@@ -131,72 +135,79 @@ TEST_CASE("patching every head in a linear model leaves exactly the embeddings' 
 }
 
 TEST_CASE("attribution patching is the derivative of exact patching along the clean - corrupted segment") {
-  Fixture f(full_config());
-  const Cache clean = hr::run_with_cache(f.model, f.batch.clean, true);
-  xt::xarray<double> corrupted_logits;
-  const Cache corrupted = hr::run_with_cache(f.model, f.batch.corrupted, true, &corrupted_logits);
-  const double ld_corrupted = hr::logit_difference(corrupted_logits, f.batch);
-  const Cache grads = hr::logit_difference_gradients(f.model, f.batch, true);
-  for (const auto& [name, p] : f.model.named_parameters()) {
-    if (!p.has_grad()) continue;
-    INFO(name);
-    CHECK(std::all_of(p.grad().begin(), p.grad().end(), [](double g) { return g == 0.0; }));
-  }
-
-  std::vector<hr::PatchSite> sites;
-  for (std::size_t l = 0; l < 2; ++l) {
-    for (std::size_t h = 0; h < 4; ++h) {
-      sites.push_back({.point = hr::HookPoint::head_out, .layer = l, .head = h});
-      sites.push_back({.point = hr::HookPoint::pattern, .layer = l, .head = h});
+  // GQA, pre-norm with MLPs; and heads summed instead of concatenated, with rope and key smear.
+  hr::ModelConfig summed = full_config();
+  summed.head_combine = hr::HeadCombine::sum;
+  summed.key_smear = true;
+  summed.pos = hr::PositionEncoding::rope;
+  for (const hr::ModelConfig& c : {full_config(), summed}) {
+    Fixture f(c);
+    const Cache clean = hr::run_with_cache(f.model, f.batch.clean, true);
+    xt::xarray<double> corrupted_logits;
+    const Cache corrupted = hr::run_with_cache(f.model, f.batch.corrupted, true, &corrupted_logits);
+    const double ld_corrupted = hr::logit_difference(corrupted_logits, f.batch);
+    const Cache grads = hr::logit_difference_gradients(f.model, f.batch, true);
+    for (const auto& [name, p] : f.model.named_parameters()) {
+      if (!p.has_grad()) continue;
+      INFO(name);
+      CHECK(std::all_of(p.grad().begin(), p.grad().end(), [](double g) { return g == 0.0; }));
     }
-  }
-  for (std::size_t l = 0; l <= 2; ++l) {
-    for (std::size_t t : {0, 5, 11}) {
-      sites.push_back({.point = l < 2 ? hr::HookPoint::resid_pre : hr::HookPoint::final, .layer = l,
-                       .head = std::nullopt, .position = t});
-    }
-  }
-  for (const hr::PatchSite& s : sites) {
-    const auto key = std::make_pair(s.point, s.layer);
-    const xt::xarray<double> diff = clean.at(key) - corrupted.at(key);
-    // The estimate: the site's slice of (a_clean - a_corrupted) . dLD/da.
-    const double estimate = slice_sum(xt::xarray<double>(diff * grads.at(key)), s);
-    const auto exact_slope = [&](double alpha) {
-      Cache interpolated;
-      interpolated[key] = corrupted.at(key) + alpha * diff;
-      return (hr::logit_difference(hr::run_patched(f.model, f.batch.corrupted, {s}, interpolated), f.batch) -
-              ld_corrupted) /
-             alpha;
-    };
-    const double e3 = std::abs(exact_slope(1e-3) - estimate), e4 = std::abs(exact_slope(1e-4) - estimate);
-    INFO(hr::to_string(s.point) << " layer " << s.layer << " head " << s.head.value_or(99) << " position "
-                                << s.position.value_or(99) << ": estimate " << estimate << ", slope(1e-3) "
-                                << exact_slope(1e-3) << ", slope(1e-4) " << exact_slope(1e-4));
-    // Error O(alpha): ten times smaller alpha, about ten times smaller error (or at rounding level).
-    CHECK(e4 <= std::max(0.2 * e3, 1e-8));
-    CHECK(e3 <= 1e-3 * std::max(1.0, std::abs(estimate)) + 1e-6);
-  }
 
-  // patch_activations reports the same estimate as a fraction, and exact patching as run_patched gives it.
-  const hr::PatchReport r = hr::patch_activations(f.model, f.batch, {});
-  REQUIRE(r.heads.exact.size() == 8);
-  REQUIRE(r.resid.exact.size() == 3 * 12);
-  REQUIRE(r.pattern.exact.size() == 8);
-  const double span = r.ld_clean - r.ld_corrupted;
-  REQUIRE(std::abs(span) > 1e-3);
-  const hr::PatchSite head{.point = hr::HookPoint::head_out, .layer = 1, .head = 2};
-  const Cache clean_fused = hr::run_with_cache(f.model, f.batch.clean, false);
-  CHECK(r.heads.exact[4 + 2] ==
-        doctest::Approx((hr::logit_difference(hr::run_patched(f.model, f.batch.corrupted, {head}, clean_fused), f.batch) -
-                         r.ld_corrupted) /
-                        span)
-            .epsilon(1e-12));
-  const auto key = std::make_pair(hr::HookPoint::head_out, std::size_t{1});
-  const xt::xarray<double> d = (clean.at(key) - corrupted.at(key)) * grads.at(key);
-  double by_head = 0;
-  for (std::size_t i = 0; i < d.size(); ++i) by_head += (i / 4) % 4 == 2 ? d.data()[i] : 0.0;  // d_v = 4
-  CHECK(r.heads.attribution[4 + 2] == doctest::Approx(by_head / span).epsilon(1e-9));
-  CHECK(r.heads.pearson == doctest::Approx(hr::pearson(r.heads.exact, r.heads.attribution)));
+    std::vector<hr::PatchSite> sites;
+    for (std::size_t l = 0; l < 2; ++l) {
+      for (std::size_t h = 0; h < 4; ++h) {
+        sites.push_back({.point = hr::HookPoint::head_out, .layer = l, .head = h});
+        sites.push_back({.point = hr::HookPoint::pattern, .layer = l, .head = h});
+      }
+    }
+    for (std::size_t l = 0; l <= 2; ++l) {
+      for (std::size_t t : {0, 5, 11}) {
+        sites.push_back({.point = l < 2 ? hr::HookPoint::resid_pre : hr::HookPoint::final, .layer = l,
+                         .head = std::nullopt, .position = t});
+      }
+    }
+    for (const hr::PatchSite& s : sites) {
+      const auto key = std::make_pair(s.point, s.layer);
+      const xt::xarray<double> diff = clean.at(key) - corrupted.at(key);
+      // The estimate: the site's slice of (a_clean - a_corrupted) . dLD/da.
+      const double estimate = slice_sum(xt::xarray<double>(diff * grads.at(key)), s);
+      const auto exact_slope = [&](double alpha) {
+        Cache interpolated;
+        interpolated[key] = corrupted.at(key) + alpha * diff;
+        return (hr::logit_difference(hr::run_patched(f.model, f.batch.corrupted, {s}, interpolated), f.batch) -
+                ld_corrupted) /
+               alpha;
+      };
+      const double e3 = std::abs(exact_slope(1e-3) - estimate), e4 = std::abs(exact_slope(1e-4) - estimate);
+      INFO(hr::to_string(s.point) << " layer " << s.layer << " head " << s.head.value_or(99) << " position "
+                                  << s.position.value_or(99) << ": estimate " << estimate << ", slope(1e-3) "
+                                  << exact_slope(1e-3) << ", slope(1e-4) " << exact_slope(1e-4));
+      // Error O(alpha): ten times smaller alpha, about ten times smaller error (or at rounding level).
+      CHECK(e4 <= std::max(0.2 * e3, 1e-8));
+      CHECK(e3 <= 1e-3 * std::max(1.0, std::abs(estimate)) + 1e-6);
+    }
+
+    // patch_activations reports the same estimate as a fraction, and exact patching as run_patched gives it.
+    const hr::PatchReport r = hr::patch_activations(f.model, f.batch, {});
+    REQUIRE(r.heads.exact.size() == 8);
+    REQUIRE(r.resid.exact.size() == 3 * 12);
+    REQUIRE(r.pattern.exact.size() == 8);
+    const double span = r.ld_clean - r.ld_corrupted;
+    REQUIRE(std::abs(span) > 1e-3);
+    const hr::PatchSite head{.point = hr::HookPoint::head_out, .layer = 1, .head = 2};
+    const Cache clean_fused = hr::run_with_cache(f.model, f.batch.clean, false);
+    CHECK(r.heads.exact[4 + 2] ==
+          doctest::Approx((hr::logit_difference(hr::run_patched(f.model, f.batch.corrupted, {head}, clean_fused), f.batch) -
+                           r.ld_corrupted) /
+                          span)
+              .epsilon(1e-12));
+    const auto key = std::make_pair(hr::HookPoint::head_out, std::size_t{1});
+    const xt::xarray<double> d = (clean.at(key) - corrupted.at(key)) * grads.at(key);
+    double by_head = 0;
+    for (std::size_t i = 0; i < d.size(); ++i) by_head += (i / 4) % 4 == 2 ? d.data()[i] : 0.0;  // d_v = 4
+    CHECK(r.heads.attribution[4 + 2] == doctest::Approx(by_head / span).epsilon(1e-9));
+    CHECK(r.heads.pearson == doctest::Approx(hr::pearson(r.heads.exact, r.heads.attribution)));
+  }
 }
 
 TEST_CASE("the head gate at 0 equals patching the head's output with zeros and removing its W_O term by hand") {
