@@ -21,5 +21,6 @@ Run add_params_command(CLI::App& app);
 Run add_claims_command(CLI::App& app);
 Run add_convert_command(CLI::App& app);
 Run add_circuits_command(CLI::App& app);
+Run add_patch_command(CLI::App& app);
 
 }  // namespace headroom::cli

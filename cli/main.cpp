@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
       {"claims", headroom::cli::add_claims_command(app)},
       {"convert", headroom::cli::add_convert_command(app)},
       {"circuits", headroom::cli::add_circuits_command(app)},
+      {"patch", headroom::cli::add_patch_command(app)},
   };
 
   // A mistyped command would otherwise read as "a subcommand is required".

@@ -1,6 +1,8 @@
 #include "data/task.hpp"
 
 #include <algorithm>
+#include <memory>
+#include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
@@ -73,6 +75,23 @@ Batch Task::draw(Rng& rng) const {
     if (counted[t]) out.target_nll[t] = target_nll(row, t);
   }
   return out;
+}
+
+PatchPair Task::patch_pair(Rng& rng) const {
+  const std::size_t row_len = seq_len_ + 1;
+  PatchPair pair;
+  pair.clean.assign(row_len, kPad);
+  std::unique_ptr<bool[]> counted(new bool[seq_len_]());
+  generate(rng, pair.clean, std::span<bool>(counted.get(), seq_len_));
+  pair.corrupted = pair.clean;
+  const std::size_t t = corrupt(rng, pair.clean, pair.corrupted, std::span<const bool>(counted.get(), seq_len_));
+  pair.position = t;
+  pair.clean_answer = pair.clean[t + 1];
+  pair.corrupted_answer = pair.corrupted[t + 1];
+  if (t >= seq_len_ || !counted[t] || pair.clean_answer == pair.corrupted_answer) {
+    throw std::logic_error(fmt::format("{}: the corruption left target {} unchanged or uncounted", name_, t));
+  }
+  return pair;
 }
 
 double Task::target_nll(std::span<const Index> /*row*/, std::size_t /*t*/) const { return 0.0; }

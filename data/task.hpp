@@ -42,6 +42,18 @@ struct TaskOptions {
   friend bool operator==(const TaskOptions&, const TaskOptions&) = default;
 };
 
+// A matched pair for activation patching (docs/design.md #22): a row as generate
+// writes it and the same row corrupted by the task's rule (toy_tasks.cpp, at each
+// task), which changes the answer at one counted target and as little else as the
+// rule allows. Both rows hold T+1 tokens; the model reads tokens [0, T).
+struct PatchPair {
+  std::vector<Index> clean;      // (T+1)
+  std::vector<Index> corrupted;  // (T+1)
+  std::size_t position = 0;      // t: the answer is row[t + 1], predicted at input t
+  Index clean_answer = 0;        // clean[t + 1]
+  Index corrupted_answer = 0;    // corrupted[t + 1]; never clean_answer
+};
+
 class Task : public Dataset {
  public:
   std::string name() const override { return name_; }
@@ -61,6 +73,15 @@ class Task : public Dataset {
   // Batch of one row with its mask and target_nll. For tests of the distribution.
   Batch draw(Rng& rng) const;
 
+  // One clean row drawn as draw does (either split), corrupted by the task's rule.
+  // Throws DataError naming the vocab needed when the task's vocab leaves the rule
+  // no spare token (induction, repeat, recall), and when no single change of the
+  // rule alters the answer (lags with lag_beta 0).
+  PatchPair patch_pair(Rng& rng) const;
+
+  // target_nll for a row of this task's layout (public for tests of patch pairs).
+  double row_target_nll(std::span<const Index> row, std::size_t t) const { return target_nll(row, t); }
+
  protected:
   Task(std::string name, TaskOptions options);
 
@@ -75,6 +96,14 @@ class Task : public Dataset {
   // random labels (lags) overrides it. tests/test_truth.cpp checks every task's value against
   // the conditional frequencies of rows drawn by generate.
   virtual double target_nll(std::span<const Index> row, std::size_t t) const;
+
+  // The task's corruption for patch_pair: `corrupted` arrives as a copy of the
+  // `clean` row generate wrote (counted its mask); the task changes it by its rule,
+  // so that it is again a row generate could write, and returns the counted target t
+  // whose answer row[t + 1] it changed. Only lags also rewrites `clean` (its label
+  // at t becomes the most likely one).
+  virtual std::size_t corrupt(Rng& rng, std::span<Index> clean, std::span<Index> corrupted,
+                              std::span<const bool> counted) const = 0;
 
   // "copy: vocab 4 is too small: needs at least 5 (<why>)"
   [[noreturn]] void vocab_too_small(std::size_t needed, const std::string& why) const;

@@ -31,6 +31,28 @@ void draw_distinct(Rng& rng, Index first, std::size_t count, std::span<Index> ou
   }
 }
 
+// A content token of [3, 3 + content) other than `avoid`, uniformly (content >= 2).
+Index other_content(Rng& rng, Index avoid, std::size_t content) {
+  Index id = draw_from(rng, kFirstContent, content - 1);
+  return id >= avoid ? id + 1 : id;
+}
+
+// A content token that occurs nowhere in row, uniformly; `task` and `why` name the
+// vocab needed when there is none.
+Index absent_content(Rng& rng, std::span<const Index> row, std::size_t vocab, const std::string& task,
+                     std::size_t needed) {
+  std::vector<Index> absent;
+  for (Index id = kFirstContent; id < static_cast<Index>(vocab); ++id) {
+    if (std::find(row.begin(), row.end(), id) == row.end()) absent.push_back(id);
+  }
+  if (absent.empty()) {
+    throw DataError(fmt::format("{}: vocab {} has no content token left for a corrupted patch pair (every one is in "
+                                "the row): needs at least {}",
+                                task, vocab, needed));
+  }
+  return absent[rng.below(absent.size())];
+}
+
 // copy, reverse, sort. With n = floor(T / 2):
 //
 //   position  0 .. n-1      n     n+1 .. 2n      2n+1 (only when T is odd)
@@ -43,6 +65,14 @@ void draw_distinct(Rng& rng, Index first, std::size_t count, std::span<Index> ou
 // Exactly the answer counts: targets t = n .. 2n-1 (the input there is the
 // separator or an answer token, the target the next answer token).
 // Needs T >= 2 (n >= 1) and V >= 5 (two content tokens, or there is nothing to learn).
+//
+// Patch pairs (corrupt): copy and reverse pick a counted target t = n + i uniformly
+// (its answer a_{i+1}) and change the one source token it copies (s_{i+1} for copy,
+// s_{n-i} for reverse) to another content token, uniformly; the answer is rewritten,
+// and a_1 .. a_i, inputs before t, stay as they were. sort takes t = n, whose answer
+// is min s: when min s > 3 one uniformly chosen source token becomes a token below
+// min s (the new minimum), uniformly; when min s = 3 every 3 in s becomes a token
+// above 3, uniformly (the minimum rises). Either way the first answer changes.
 class SeparatedAnswerTask : public Task {
  public:
   enum class Rule { copy, reverse, sort };
@@ -57,16 +87,46 @@ class SeparatedAnswerTask : public Task {
   void generate(Rng& rng, std::span<Index> row, std::span<bool> counted) const override {
     const std::size_t content = vocab_size() - kSpecials;
     const std::span<Index> source = row.subspan(0, n_);
-    const std::span<Index> answer = row.subspan(n_ + 1, n_);
     for (Index& id : source) id = draw_from(rng, kFirstContent, content);
     row[n_] = kSep;
-    std::copy(source.begin(), source.end(), answer.begin());
-    if (rule_ == Rule::reverse) std::reverse(answer.begin(), answer.end());
-    if (rule_ == Rule::sort) std::sort(answer.begin(), answer.end());
+    write_answer(row);
     std::fill_n(counted.begin() + static_cast<std::ptrdiff_t>(n_), n_, true);
   }
 
+  std::size_t corrupt(Rng& rng, std::span<Index> /*clean*/, std::span<Index> row,
+                      std::span<const bool> /*counted*/) const override {
+    const std::size_t content = vocab_size() - kSpecials;
+    const std::span<Index> source = row.subspan(0, n_);
+    std::size_t t = n_;
+    if (rule_ == Rule::sort) {
+      const Index low = *std::min_element(source.begin(), source.end());
+      if (low > kFirstContent) {
+        source[rng.below(n_)] = draw_from(rng, kFirstContent, static_cast<std::size_t>(low - kFirstContent));
+      } else {
+        for (Index& id : source) {
+          if (id == kFirstContent) id = draw_from(rng, kFirstContent + 1, content - 1);
+        }
+      }
+    } else {
+      const std::size_t i = rng.below(n_);
+      t = n_ + i;
+      const std::size_t from = rule_ == Rule::copy ? i : n_ - 1 - i;
+      source[from] = other_content(rng, source[from], content);
+    }
+    write_answer(row);
+    return t;
+  }
+
  private:
+  // The answer a (row[n+1 .. 2n]) from the source s (row[0 .. n-1]) by the rule.
+  void write_answer(std::span<Index> row) const {
+    const std::span<Index> source = row.subspan(0, n_);
+    const std::span<Index> answer = row.subspan(n_ + 1, n_);
+    std::copy(source.begin(), source.end(), answer.begin());
+    if (rule_ == Rule::reverse) std::reverse(answer.begin(), answer.end());
+    if (rule_ == Rule::sort) std::sort(answer.begin(), answer.end());
+  }
+
   Rule rule_;
   std::size_t n_;  // source length
 };
@@ -81,6 +141,9 @@ class SeparatedAnswerTask : public Task {
 // half [3 + K, V), with repetition. The query key k_q is one of the row's keys,
 // chosen uniformly; the answer is its value. Only that target counts: t = 2p + 1
 // (input k_q, target v_q). Needs T >= 4 (p >= 1) and K >= p, i.e. V >= 3 + 2p.
+//
+// Patch pairs (corrupt): t = 2p + 1; the queried value v_q (at 2q + 1, and the
+// answer) becomes another value token, uniformly. Needs two value tokens (V >= 6).
 class RecallTask : public Task {
  public:
   explicit RecallTask(TaskOptions options)
@@ -114,6 +177,25 @@ class RecallTask : public Task {
     counted[2 * pairs_ + 1] = true;
   }
 
+  std::size_t corrupt(Rng& rng, std::span<Index> /*clean*/, std::span<Index> row,
+                      std::span<const bool> /*counted*/) const override {
+    const std::size_t values = vocab_size() - kSpecials - keys_;
+    if (values < 2) {
+      throw DataError(fmt::format("recall: vocab {} has {} value token, none left to change the queried value to in "
+                                  "a corrupted patch pair: needs at least 6",
+                                  vocab_size(), values));
+    }
+    const std::size_t t = 2 * pairs_ + 1;
+    std::size_t q = 0;
+    while (row[2 * q] != row[t]) ++q;
+    const Index first_value = kFirstContent + static_cast<Index>(keys_);
+    const Index v = first_value + other_content(rng, row[2 * q + 1] - first_value + kFirstContent, values) -
+                    kFirstContent;
+    row[2 * q + 1] = v;
+    row[t + 1] = v;
+    return t;
+  }
+
  private:
   std::size_t pairs_;  // p
   std::size_t keys_;   // K, the size of the key pool
@@ -134,6 +216,13 @@ class RecallTask : public Task {
 // successor), and, since s and r - s vary from row to row, no fixed offset finds it.
 // g_1 of the repeat does not count: nothing before it says where the repeat starts.
 // Needs T >= 3 (L >= 2) and V >= 3 + T + 1 - L.
+//
+// Patch pairs (corrupt): t = r + i for i uniform in 0 .. L-2 (input g_{i+1} of the
+// repeat, target g_{i+2}). The token after g_{i+1}'s first occurrence, g_{i+2} at
+// s + i + 1 (the one an induction head copies), becomes a content token absent from
+// the row, uniformly, and so does its repeat at r + i + 1, the answer: the only
+// input before t that changes is s + i + 1. Needs one content token beyond the
+// row's: V >= 4 + T + 1 - L.
 class InductionTask : public Task {
  public:
   explicit InductionTask(TaskOptions options)
@@ -168,6 +257,24 @@ class InductionTask : public Task {
     std::fill_n(counted.begin() + static_cast<std::ptrdiff_t>(r), len_ - 1, true);
   }
 
+  std::size_t corrupt(Rng& rng, std::span<Index> /*clean*/, std::span<Index> row,
+                      std::span<const bool> /*counted*/) const override {
+    // The repeat starts at the first token seen before; s is where it was seen.
+    std::size_t r = 1, s = 0;
+    for (;; ++r) {
+      const auto* earlier = std::find(row.data(), row.data() + r, row[r]);
+      if (earlier != row.data() + r) {
+        s = static_cast<std::size_t>(earlier - row.data());
+        break;
+      }
+    }
+    const std::size_t i = rng.below(len_ - 1);
+    const Index fresh = absent_content(rng, row, vocab_size(), name(), kSpecials + row.size() - len_ + 1);
+    row[s + i + 1] = fresh;
+    row[r + i + 1] = fresh;
+    return r + i;
+  }
+
  private:
   std::size_t len_;  // L, the segment's length
 };
@@ -185,6 +292,10 @@ class InductionTask : public Task {
 // s_i of the repeat, target s_{i+1}, for i = 1 .. n-1). The repeat's first token
 // does not count: it follows s_n, which occurs nowhere earlier.
 // Needs T >= 3 (n >= 2, one counted target) and V >= 3 + n.
+//
+// Patch pairs (corrupt): t = n + i for i uniform in 0 .. n-2 (input s_{i+1} of the
+// repeat, target s_{i+2}); s_{i+2}, at i + 1 and at n + i + 1 (the answer), becomes
+// a content token absent from the row, uniformly. Needs V >= 4 + n.
 class RepeatTask : public Task {
  public:
   explicit RepeatTask(TaskOptions options)
@@ -204,6 +315,15 @@ class RepeatTask : public Task {
     std::fill_n(counted.begin() + static_cast<std::ptrdiff_t>(n_), n_ - 1, true);
   }
 
+  std::size_t corrupt(Rng& rng, std::span<Index> /*clean*/, std::span<Index> row,
+                      std::span<const bool> /*counted*/) const override {
+    const std::size_t i = rng.below(n_ - 1);
+    const Index fresh = absent_content(rng, row, vocab_size(), name(), kSpecials + n_ + 1);
+    row[i + 1] = fresh;
+    row[n_ + i + 1] = fresh;
+    return n_ + i;
+  }
+
  private:
   std::size_t n_;  // length of the sequence and of its repeat
 };
@@ -221,6 +341,9 @@ class RepeatTask : public Task {
 // is), and on nothing else: no fixed offset finds them. A head that attends to both
 // sums what it reads from them, and a sum of two positions says nothing about which
 // is first; two heads can each fetch one. Needs T >= 5 (n >= 2) and V >= 3 + n.
+//
+// Patch pairs (corrupt): t = n + 2; a and b swap their positions in s, so the other
+// one comes first and is the answer. The query is unchanged.
 class BeforeTask : public Task {
  public:
   explicit BeforeTask(TaskOptions options)
@@ -248,6 +371,16 @@ class BeforeTask : public Task {
     counted[n_ + 2] = true;
   }
 
+  std::size_t corrupt(Rng& /*rng*/, std::span<Index> /*clean*/, std::span<Index> row,
+                      std::span<const bool> /*counted*/) const override {
+    const auto s = row.subspan(0, n_);
+    const auto i = std::find(s.begin(), s.end(), row[n_ + 1]);
+    const auto j = std::find(s.begin(), s.end(), row[n_ + 2]);
+    std::iter_swap(i, j);
+    row[n_ + 3] = i < j ? *i : *j;  // whichever of the two now comes first
+    return n_ + 2;
+  }
+
  private:
   std::size_t n_;  // length of the sequence
 };
@@ -272,10 +405,19 @@ class BeforeTask : public Task {
 // determined. Only the labels count: t = b (n + 2) + n for b = 0 .. B-1 (input ?,
 // target y). lags's target_nll is -log p(y | x), computed in double.
 // Needs offsets >= 1, distinct, at most n; T >= n + 1 (one block); V >= 5.
+//
+// Patch pairs (corrupt): t = the query of a block b drawn uniformly. Both rows'
+// label there is the argmax of the true logits (lags_argmax's label; for lags the
+// most likely one, which lags draws with positive probability), so the answers are
+// the labels a perfect model ranks first. One token at a lag, x_{n+1-k}, becomes
+// another content token: the candidates (k, token) are tried in a uniformly random
+// order, and the first that changes the argmax is taken. A DataError when none does
+// (lag_beta 0: every label ties).
 class LagsTask : public Task {
  public:
   LagsTask(std::string name, bool argmax, TaskOptions options)
-      : Task(std::move(name), options), argmax_(argmax), lags_(options.lags), n_(options.context) {
+      : Task(std::move(name), options), argmax_(argmax), lags_(options.lags), n_(options.context),
+        lag_beta_(options.lag_beta) {
     const std::string listed = fmt::format("[{}]", fmt::join(lags_, ", "));
     if (n_ == 0) throw DataError(fmt::format("{}: context must be at least 1, got 0", this->name()));
     if (lags_.empty()) throw DataError(fmt::format("{}: lags is empty: the label needs at least one offset", this->name()));
@@ -343,6 +485,37 @@ class LagsTask : public Task {
     }
   }
 
+  std::size_t corrupt(Rng& rng, std::span<Index> clean, std::span<Index> row,
+                      std::span<const bool> /*counted*/) const override {
+    const std::size_t q = rng.below(blocks_) * (n_ + 2) + n_;
+    std::vector<double> logits(content_);
+    const auto argmax = [&](std::span<const Index> r) {
+      label_logits(r, q, logits);
+      return kFirstContent + static_cast<Index>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    };
+    const Index label = argmax(clean);
+    clean[q + 1] = row[q + 1] = label;
+    std::vector<std::pair<std::size_t, Index>> candidates;  // (lag index j, new token)
+    for (std::size_t j = 0; j < lags_.size(); ++j) {
+      for (Index id = kFirstContent; id < kFirstContent + static_cast<Index>(content_); ++id) {
+        if (id != clean[q - lags_[j]]) candidates.emplace_back(j, id);
+      }
+    }
+    for (std::size_t i = candidates.size(); i > 1; --i) std::swap(candidates[i - 1], candidates[rng.below(i)]);
+    for (const auto& [j, id] : candidates) {
+      row[q - lags_[j]] = id;
+      const Index changed = argmax(row);
+      if (changed != label) {
+        row[q + 1] = changed;
+        return q;
+      }
+      row[q - lags_[j]] = clean[q - lags_[j]];
+    }
+    throw DataError(fmt::format("{}: no change of one token at a lag changes the argmax label (lag_beta {} gives "
+                                "every label the same logit?): corrupted patch pairs need labels that differ",
+                                name(), lag_beta_));
+  }
+
   double target_nll(std::span<const Index> row, std::size_t t) const override {
     if (argmax_) return 0.0;
     std::vector<double> logits(content_);
@@ -379,6 +552,7 @@ class LagsTask : public Task {
   bool argmax_;
   std::vector<std::size_t> lags_;  // K
   std::size_t n_;                  // content tokens per block
+  double lag_beta_;
   std::size_t content_ = 0;        // C
   std::size_t blocks_ = 0;         // B
   std::vector<double> tables_;     // (|K|, C, C): A_k[x, y]
@@ -393,6 +567,10 @@ class LagsTask : public Task {
 // uniform in Z_p, independently in each quadruple; c = (a - b) mod p for lagdiff
 // and (a + b) mod p for lagsum. The c's count: t = 4i + 2 for i = 0 .. Q-1 (input |,
 // target c). Needs T >= 3 (one quadruple) and V >= 5 (p >= 2).
+//
+// Patch pairs (corrupt): t = 4i + 2 for a quadruple i drawn uniformly; b becomes
+// another element of Z_p, uniformly, and c is recomputed (it changes: b -> a +- b
+// is one-to-one mod p).
 class ModularTask : public Task {
  public:
   ModularTask(std::string name, bool difference, TaskOptions options)
@@ -414,6 +592,17 @@ class ModularTask : public Task {
       row[4 * i + 3] = kFirstContent + static_cast<Index>(c);
       counted[4 * i + 2] = true;
     }
+  }
+
+  std::size_t corrupt(Rng& rng, std::span<Index> /*clean*/, std::span<Index> row,
+                      std::span<const bool> /*counted*/) const override {
+    const std::size_t p = vocab_size() - kSpecials;
+    const std::size_t i = rng.below(quads_);
+    row[4 * i + 1] = other_content(rng, row[4 * i + 1], p);
+    const auto a = static_cast<std::size_t>(row[4 * i] - kFirstContent);
+    const auto b = static_cast<std::size_t>(row[4 * i + 1] - kFirstContent);
+    row[4 * i + 3] = kFirstContent + static_cast<Index>(difference_ ? (a + p - b) % p : (a + b) % p);
+    return 4 * i + 2;
   }
 
  private:
