@@ -226,9 +226,9 @@ int run_circuits(const CircuitsFlags& flags) {
     }
   }
   write_file_atomically(dir / "dla.csv", dla_csv);
-  write_file_atomically(dir / "heads.csv", heads_csv);
+  write_file_atomically(dir / "head_circuits.csv", heads_csv);
   fmt::print("\nwrote {} (every part's direct logit attribution)\n", (dir / "dla.csv").string());
-  fmt::print("wrote {} (every head's singular values and copying score)\n", (dir / "heads.csv").string());
+  fmt::print("wrote {} (every head's singular values and copying score)\n", (dir / "head_circuits.csv").string());
   if (L >= 2) {
     heatmap::ScoreMatrices svg;
     svg.title = fmt::format("Composition scores of {} ({}, {} layers x {} head{})", run.source, kind, L, H,
@@ -308,7 +308,7 @@ Run add_circuits_command(CLI::App& app) {
   cmd->add_option("--singular", f->singular, "How many singular values per circuit to print (default 3)")
       ->check(kPositiveWholeNumber);
   cmd->add_option("--out", f->out,
-                  "A directory (made if missing) for dla.csv, heads.csv, composition.csv and composition.svg");
+                  "A directory (made if missing) for dla.csv, head_circuits.csv, composition.csv and composition.svg");
   return [f] { return run_circuits(*f); };
 }
 

@@ -78,7 +78,7 @@ TEST_CASE("headroom circuits: the attribution sums to the printed logit and equa
   CHECK(sum_difference == doctest::Approx(difference).epsilon(1e-3));
   CHECK(logit == doctest::Approx(d.model_logits(6)).epsilon(1e-3));
 
-  const std::vector<std::string> heads = lines_of(read_file(dir / "heads.csv"));
+  const std::vector<std::string> heads = lines_of(read_file(dir / "head_circuits.csv"));
   REQUIRE(heads.size() == 1 + 4);
   CHECK(heads[0].rfind("layer,head,copying,qk_sv1,", 0) == 0);
   for (std::size_t i = 1; i < heads.size(); ++i) {
