@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "nn/safetensors.hpp"  // write_file_atomically
+#include "train/metrics.hpp"      // csv_cells
 
 namespace headroom {
 namespace {
@@ -18,19 +19,8 @@ constexpr const char* kHeader = "step,layer,head,previous_token,induction,entrop
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
-std::vector<std::string> cells_of(const std::string& line) {
-  std::vector<std::string> cells;
-  std::size_t from = 0;
-  for (std::size_t comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
-    cells.push_back(line.substr(from, comma - from));
-    from = comma + 1;
-  }
-  cells.push_back(line.substr(from));
-  return cells;
-}
-
 HeadLogRow parse_row(const fs::path& file, const std::string& line) {
-  const std::vector<std::string> c = cells_of(line);
+  const std::vector<std::string> c = csv_cells(line);
   if (c.size() != 7) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
   try {
     const auto number = [](const std::string& s) {

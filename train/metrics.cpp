@@ -16,18 +16,6 @@ namespace fs = std::filesystem;
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
-// "a,,b," is four cells, the last two empty (an unknown val_excess_loss is an empty field).
-std::vector<std::string> split_cells(const std::string& line) {
-  std::vector<std::string> cells;
-  std::size_t from = 0;
-  for (std::size_t comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
-    cells.push_back(line.substr(from, comma - from));
-    from = comma + 1;
-  }
-  cells.push_back(line.substr(from));
-  return cells;
-}
-
 std::string header_line() {
   std::string h;
   for (const std::string_view c : kMetricsColumns) {
@@ -40,7 +28,7 @@ std::string header_line() {
 // A row of a file whose header is `header`, in kMetricsColumns' order: a column the
 // file lacks (val_excess_loss or icl_score, in a file from before it) is an empty field.
 std::string in_current_order(const fs::path& file, const std::vector<std::string>& header, const std::string& line) {
-  const std::vector<std::string> cells = split_cells(line);
+  const std::vector<std::string> cells = csv_cells(line);
   if (cells.size() != header.size()) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
   std::string out;
   for (std::size_t c = 0; c < kMetricsColumns.size(); ++c) {
@@ -58,7 +46,7 @@ std::string rows_up_to(const fs::path& file, std::size_t step) {
   if (!in) bad(fmt::format("cannot read {} to resume", file.string()));
   std::string line;
   if (!std::getline(in, line)) bad(fmt::format("{}: empty", file.string()));
-  const std::vector<std::string> header = split_cells(line);
+  const std::vector<std::string> header = csv_cells(line);
   const bool current = line + "\n" == header_line();
   std::string kept = header_line();
   while (std::getline(in, line)) {
@@ -76,6 +64,17 @@ std::string rows_up_to(const fs::path& file, std::size_t step) {
 }
 
 }  // namespace
+
+std::vector<std::string> csv_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::size_t from = 0;
+  for (std::size_t comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
+    cells.push_back(line.substr(from, comma - from));
+    from = comma + 1;
+  }
+  cells.push_back(line.substr(from));
+  return cells;
+}
 
 MetricsWriter MetricsWriter::open(const fs::path& out_dir, bool resume, std::size_t resume_step) {
   const fs::path file = out_dir / "metrics.csv";
@@ -100,7 +99,7 @@ std::vector<MetricsRow> read_metrics(const fs::path& file) {
   if (!in) bad(fmt::format("cannot read {}", file.string()));
   std::string line;
   if (!std::getline(in, line)) bad(fmt::format("{}: empty", file.string()));
-  const std::vector<std::string> header = split_cells(line);
+  const std::vector<std::string> header = csv_cells(line);
   constexpr std::size_t kNone = ~std::size_t{0};
   std::array<std::size_t, kMetricsColumns.size()> at{};
   for (std::size_t c = 0; c < kMetricsColumns.size(); ++c) {
@@ -112,7 +111,7 @@ std::vector<MetricsRow> read_metrics(const fs::path& file) {
   std::vector<MetricsRow> rows;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    const std::vector<std::string> cells = split_cells(line);
+    const std::vector<std::string> cells = csv_cells(line);
     if (cells.size() != header.size()) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
     try {
       // The columns in kMetricsColumns' order; an empty or absent val_excess_loss is unknown.

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -58,6 +59,10 @@ class MetricsWriter {
  private:
   std::ofstream out_;
 };
+
+// The comma-separated cells of one line: "a,,b," is four, the last two empty (an
+// unknown value is an empty field). Shared with tracked_heads.csv (train/head_log.hpp).
+std::vector<std::string> csv_cells(const std::string& line);
 
 // The rows of a metrics.csv, read by column name (any order, extra columns
 // ignored; without val_excess_loss or icl_score, as a file from before them, every
