@@ -47,9 +47,18 @@ HeadLogWriter HeadLogWriter::open(const fs::path& out_dir, bool resume, std::siz
     std::ifstream in(file);
     std::string line;
     if (!std::getline(in, line) || line != kHeader) bad(fmt::format("{}: not a tracked_heads.csv (header '{}')", file.string(), line));
+    // Rows up to the checkpoint were flushed before it was made, so they are whole; a
+    // killed process may have left a torn row after them, so only the step is read
+    // to find where they end.
     while (std::getline(in, line)) {
       if (line.empty()) continue;
-      if (parse_row(file, line).step > resume_step) break;
+      std::size_t step = 0;
+      try {
+        step = std::stoull(line.substr(0, line.find(',')));
+      } catch (const std::logic_error&) {
+        bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+      }
+      if (step > resume_step) break;
       kept += line + "\n";
     }
   }
