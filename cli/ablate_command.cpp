@@ -69,9 +69,14 @@ int run_merge(const AblateFlags& f) {
   const fs::path into = f.out;
   const MergeOutcome m = merge_sweeps(from, into);
   const SweepPlan plan = read_sweep_plan(into);
-  fmt::print("merged {} director{} into {}: {} runs brought in, {} already there, {} of {} finished\n", from.size(),
-             from.size() == 1 ? "y" : "ies", into.string(), m.copied, m.present, m.copied + m.present,
-             plan.runs.size());
+  std::error_code ec;
+  if (from.size() == 1 && fs::equivalent(from.front(), into, ec)) {  // --merge DIR --out DIR: the reports only
+    fmt::print("{}: {} of {} runs finished\n", into.string(), m.present, plan.runs.size());
+  } else {
+    fmt::print("merged {} director{} into {}: {} runs brought in, {} already there, {} of {} finished\n", from.size(),
+               from.size() == 1 ? "y" : "ies", into.string(), m.copied, m.present, m.copied + m.present,
+               plan.runs.size());
+  }
   if (!m.missing.empty()) {
     std::string ids;
     for (std::size_t i = 0; i < m.missing.size() && i < 20; ++i) ids += (i == 0 ? "" : ", ") + m.missing[i];
@@ -268,7 +273,8 @@ Run add_ablate_command(CLI::App& app) {
       grid->add_option("--seeds", f->seeds, "Seeds per point: a count N (seeds 0..N-1) or a list 0,5,9 (default 3)")
           ->check(parsed_by([](const std::string& t) { parse_seeds(t); }, "N|LIST"));
   CLI::Option* jobs = grid->add_option("--jobs", f->jobs,
-                                       "Runs trained side by side, one thread each, at most 256 (default: the CPU count)")
+                                       "Runs trained side by side, one thread each, at most 256 (default: the CPU count; 1 per array task "
+                                       "with --slurm)")
                           ->check(kCount);
   CLI::Option* shard =
       grid->add_option("--shard", f->shard,
