@@ -56,8 +56,14 @@ def shown_runs(lines):
             command = command[:-1] + " " + lines[i].strip()
         i += 1
         output = []
-        while i < len(lines) and lines[i].startswith("    ") and not lines[i].startswith("    $ "):
-            output.append((i, lines[i][4:]))
+        while i < len(lines) and not lines[i].startswith("    $ "):
+            if lines[i].startswith("    "):
+                output.append((i, lines[i][4:]))
+            elif lines[i].strip() == "" and i + 1 < len(lines) and lines[i + 1].startswith("    ") \
+                    and not lines[i + 1].startswith("    $ "):
+                pass  # a blank line inside the block: the output goes on after it
+            else:
+                break
             i += 1
         yield command.strip(), output
 
