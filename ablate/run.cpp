@@ -102,6 +102,9 @@ void log_attempt(const fs::path& run_dir, const std::string& event, const std::s
   }
 }
 
+// What a run's lock file says once its result.json is written (RunDirLock::mark).
+constexpr const char* kFinishedMark = "finished";
+
 // A run directory emptied for a new start: all but its lock and attempts.log.
 void clear_run_dir(const fs::path& run_dir) {
   std::error_code ec;
@@ -150,7 +153,9 @@ class Claimer {
         }
         continue;
       }
-      if (run_finished(dir)) {  // finished between the look and the lock
+      // Finished between the look and the lock? The mark says so even where the new
+      // result.json is not visible here yet (NFS caches lookups).
+      if (lock.previous_mark() == kFinishedMark || run_finished(dir)) {
         done_elsewhere(k);
         continue;
       }
@@ -202,7 +207,8 @@ class Claimer {
 };
 
 // Trains one claimed run into its directory and, when it finishes, writes result.json.
-void train_run(const Pending& p, const fs::path& run_dir, const AblateOptions& options, Reporter& report) {
+void train_run(const Pending& p, RunDirLock& lock, const fs::path& run_dir, const AblateOptions& options,
+               Reporter& report) {
   const PlannedRun& run = *p.run;
   report({.kind = SweepEvent::Kind::started, .run = &run, .from_step = p.from_step});
   try {
@@ -227,6 +233,7 @@ void train_run(const Pending& p, const fs::path& run_dir, const AblateOptions& o
       return;
     }
     write_file_atomically(run_dir / "result.json", result_json(run, s, wall_s).dump(2) + "\n");
+    lock.mark(kFinishedMark);
     log_attempt(run_dir, "finish", fmt::format("step={}", s.steps));
     report({.kind = SweepEvent::Kind::finished, .run = &run, .summary = &s, .wall_s = wall_s});
   } catch (const std::exception& e) {
@@ -305,7 +312,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
       const PlannedRun& run = *claim->pending.run;
       const fs::path dir = options.out_dir / "runs" / run.id;
       try {
-        train_run(claim->pending, dir, options, report);
+        train_run(claim->pending, claim->lock, dir, options, report);
       } catch (const std::exception& e) {
         error = e.what();
       }

@@ -16,6 +16,7 @@
 #include "ablate/sweep.hpp"
 #include "ablate/report.hpp"
 #include "nn/presets.hpp"
+#include "train/out_dir.hpp"
 #include "cli_runner.hpp"
 #include "support.hpp"
 
@@ -379,7 +380,10 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
     CHECK(read_file(dir / "results.csv") == before);
   }
   SUBCASE("a run without result.json is redone, and only that one") {
+    // As a process killed before it wrote result.json leaves the run: no result.json
+    // and a lock file without the finished mark (docs/cli/ablate.md, Re-running).
     fs::remove(dir / "runs" / "h2-dk8-s1" / "result.json");
+    std::ofstream(dir / "runs" / "h2-dk8-s1" / hr::kLockFile) << "1 on elsewhere";
     const CliResult again = run_headroom(kTiny + " --out " + dir.string());
     INFO(again.output);
     CHECK(again.status == 0);
@@ -395,6 +399,7 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
   SUBCASE("an interrupted run resumes from its newest checkpoint and ends as if never stopped") {
     const fs::path run = dir / "runs" / "h4-dk4-s1";
     fs::remove(run / "result.json");
+    std::ofstream(run / hr::kLockFile) << "1 on elsewhere";  // unmarked, as a stopped run's is
     fs::remove(run / "model.safetensors");
     fs::remove_all(run / "checkpoints" / "step-00000030");  // as if stopped after step 20
     REQUIRE(fs::exists(run / "checkpoints" / "step-00000020"));

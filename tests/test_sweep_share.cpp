@@ -238,8 +238,10 @@ TEST_CASE("a restarted run keeps its lock file and attempts.log, and a fresh tra
   // A run that never saved a usable checkpoint: its directory with junk from a dead
   // process but no checkpoint, and no result.json. It starts over.
   const fs::path run = dir / "runs" / "h2-dk8-s0";
+  CHECK(read_file(run / hr::kLockFile).find("\nfinished") != std::string::npos);  // the finished run's mark
   fs::remove(run / "result.json");
   fs::remove_all(run / "checkpoints");
+  std::ofstream(run / hr::kLockFile) << "1 on elsewhere";  // as a process killed before its end leaves it
   const CliResult r = run_headroom(args);
   INFO(r.output);
   REQUIRE(r.status == 0);
@@ -256,6 +258,25 @@ TEST_CASE("a restarted run keeps its lock file and attempts.log, and a fresh tra
   std::ofstream(bare / hr::kLockFile) << "1 on elsewhere";
   std::ofstream(bare / "attempts.log") << "x start pid=1 host=elsewhere step=0\n";
   CHECK_FALSE(hr::check_out_dir(bare, hr::OutDirUse::fresh));
+}
+
+TEST_CASE("a run whose lock says finished is not trained again, even before its result.json is visible") {
+  // On NFS a result.json written on another machine may be invisible here for a few
+  // seconds; the mark in the lock file, read under the lock, is not.
+  const TempDir tmp("share_mark");
+  const fs::path dir = tmp / "s";
+  const std::string args = kSmall + " --out " + dir.string();
+  REQUIRE(run_headroom(args).status == 0);
+  const fs::path run = dir / "runs" / "h1-dk16-s0";
+  const std::string log = read_file(run / "attempts.log");
+  fs::rename(run / "result.json", tmp / "hidden.json");  // not visible here
+  const CliResult r = run_headroom(args);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(read_file(run / "attempts.log") == log);  // no new claim
+  CHECK_FALSE(fs::exists(run / "result.json"));
+  fs::rename(tmp / "hidden.json", run / "result.json");
+  CHECK(run_headroom("ablate --merge " + dir.string() + " --out " + dir.string()).status == 0);
 }
 
 TEST_CASE("four processes on one sweep directory, one killed with SIGKILL mid-run and restarted: every run once") {

@@ -121,12 +121,15 @@ bool check_out_dir(const fs::path& dir, OutDirUse use) {
   return is_run;
 }
 
-RunDirLock::RunDirLock(RunDirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+RunDirLock::RunDirLock(RunDirLock&& other) noexcept : fd_(other.fd_), previous_(std::move(other.previous_)) {
+  other.fd_ = -1;
+}
 
 RunDirLock& RunDirLock::operator=(RunDirLock&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = other.fd_;
+    previous_ = std::move(other.previous_);
     other.fd_ = -1;
   }
   return *this;
@@ -147,8 +150,19 @@ std::string holder_text() {
   return fmt::format("{} on {}", ::getpid(), host[0] != '\0' ? host : "an unknown host");
 }
 
-// The lock's descriptor, or -1 when another process holds it and `wait` is no.
-int lock_fd(const fs::path& dir, LockWait wait, std::string* holder) {
+// The lock file's text, as far as it goes: "PID on HOST", and a second line when the
+// holder marked the directory (RunDirLock::mark).
+std::string lock_text(int fd) {
+  char text[512] = {};
+  const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+  return n > 0 ? std::string(text, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// The lock's descriptor, or -1 when another process holds it and `wait` is no. `text`
+// gets the file's text: the holder's when it is held elsewhere, else the previous one's.
+int lock_fd(const fs::path& dir, LockWait wait, std::string* text) {
   const fs::path file = dir / kLockFile;
   const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) bad(fmt::format("cannot create lock file {}: {}", file.string(), std::strerror(errno)));
@@ -158,17 +172,19 @@ int lock_fd(const fs::path& dir, LockWait wait, std::string* holder) {
   } while (rc != 0 && errno == EINTR);
   if (rc != 0) {
     const int err = errno;
-    char text[300] = {};
-    const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+    if (text != nullptr) *text = lock_text(fd);
     ::close(fd);
-    if (err == EWOULDBLOCK) {
-      if (holder != nullptr && n > 0) *holder = std::string(text, static_cast<std::size_t>(n));
-      return -1;
-    }
+    if (err == EWOULDBLOCK) return -1;
     bad(fmt::format("cannot lock {}: {}", file.string(), std::strerror(err)));
   }
-  // The holder, for the message of the next one; a failure here costs only that.
-  const std::string me = holder_text();
+  // Read under the lock, so on NFS too it is what the last holder wrote (taking a
+  // lock revalidates the client's cache of that file).
+  const std::string before = lock_text(fd);
+  if (text != nullptr) *text = before;
+  // The holder, for the message of the next one, and the mark kept; a failure here
+  // costs only the message.
+  const std::size_t newline = before.find('\n');
+  const std::string me = holder_text() + (newline == std::string::npos ? std::string() : before.substr(newline));
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, me.data(), me.size(), 0);
   return fd;
 }
@@ -176,27 +192,41 @@ int lock_fd(const fs::path& dir, LockWait wait, std::string* holder) {
 }  // namespace
 
 RunDirLock RunDirLock::acquire(const fs::path& dir) {
-  std::string holder;
+  std::string text;
   RunDirLock lock;
-  lock.fd_ = lock_fd(dir, LockWait::no, &holder);
+  lock.fd_ = lock_fd(dir, LockWait::no, &text);
   if (!lock.held()) {
+    const std::string holder = first_line(text);
     bad(fmt::format("output directory {} is in use by another headroom process{}; wait for it, or choose "
                     "another --out",
                     dir.string(), holder.empty() ? "" : fmt::format(" (pid {})", holder)));
   }
+  lock.previous_ = text.find('\n') == std::string::npos ? std::string() : text.substr(text.find('\n') + 1);
   return lock;
 }
 
 RunDirLock RunDirLock::try_acquire(const fs::path& dir) {
+  std::string text;
   RunDirLock lock;
-  lock.fd_ = lock_fd(dir, LockWait::no, nullptr);
+  lock.fd_ = lock_fd(dir, LockWait::no, &text);
+  if (lock.held() && text.find('\n') != std::string::npos) lock.previous_ = text.substr(text.find('\n') + 1);
   return lock;
 }
 
 RunDirLock RunDirLock::wait(const fs::path& dir) {
+  std::string text;
   RunDirLock lock;
-  lock.fd_ = lock_fd(dir, LockWait::yes, nullptr);
+  lock.fd_ = lock_fd(dir, LockWait::yes, &text);
+  if (text.find('\n') != std::string::npos) lock.previous_ = text.substr(text.find('\n') + 1);
   return lock;
+}
+
+void RunDirLock::mark(const std::string& state) {
+  if (fd_ < 0) return;
+  const std::string text = holder_text() + "\n" + state;
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    throw std::runtime_error(fmt::format("cannot write the lock file: {}", std::strerror(errno)));
+  }
 }
 
 RunDirLock open_out_dir(const fs::path& dir, OutDirUse use, bool locked) {

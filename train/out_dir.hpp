@@ -37,7 +37,8 @@ enum class OutDirUse {
 };
 
 // The run's advisory lock: an flock(LOCK_EX) on DIR/.lock, held while this lives.
-// The file holds the holder's "PID on HOST", for the message of the next one.
+// The file holds the holder's "PID on HOST", for the message of the next one, and
+// the holder's mark, if any (below).
 //
 // On a local file system the kernel drops the lock when its process dies, however it
 // dies. On NFS, Linux clients turn flock into a POSIX lock on the whole file that the
@@ -66,8 +67,18 @@ class RunDirLock {
   static RunDirLock wait(const std::filesystem::path& dir);
   bool held() const { return fd_ >= 0; }
 
+  // A state for later holders to read, kept in the lock file after "PID on HOST"
+  // until a holder marks another (headroom ablate marks a run "finished" once its
+  // result.json is written). It is read under the lock, so it is current even where
+  // another file's existence may not be yet: an NFS client caches lookups for
+  // seconds. Throws std::runtime_error when the file cannot be written.
+  void mark(const std::string& state);
+  // The mark in the file when this holder took the lock, or "".
+  const std::string& previous_mark() const { return previous_; }
+
  private:
   int fd_ = -1;
+  std::string previous_;
 };
 
 // Checks `dir` for `use`, creates it (fresh, overwrite), takes its lock, removes the
