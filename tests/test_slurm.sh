@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# A sweep on a real Slurm: a one-node cluster of our own (tests/slurm/cluster.sh), the
+# sweep's runs as a job array of 4 tasks into one shared directory, a merge job after
+# the array, and the merged results.csv against the same sweep in one process.
+#
+#   tests/test_slurm.sh HEADROOM_BIN
+#
+# Exit status: 0 all checks pass; 1 a check fails; 77 skipped (a Slurm or munge
+# program is missing, or a daemon does not start, or not root), which is a failure
+# under CI=true instead (tests/support.hpp's rule for missing prerequisites).
+set -euo pipefail
+
+[ $# -eq 1 ] || { echo "usage: test_slurm.sh HEADROOM_BIN" >&2; exit 2; }
+headroom=$(realpath "$1")
+[ -x "$headroom" ] || { echo "test_slurm: $1 is not an executable" >&2; exit 1; }
+here=$(cd "$(dirname "$0")" && pwd)
+
+# A missing prerequisite skips the test, or fails it under CI=true.
+unavailable() {
+  echo "test_slurm: $1" >&2
+  if [ "${CI:-}" = true ]; then
+    echo "test_slurm: FAIL (CI=true: a missing prerequisite is a failure)" >&2
+    exit 1
+  fi
+  echo "test_slurm: skipped" >&2
+  exit 77
+}
+
+missing=()
+for cmd in slurmctld slurmd munged mungekey munge unmunge sbatch squeue scontrol sinfo scancel; do
+  command -v "$cmd" >/dev/null || missing+=("$cmd")
+done
+[ ${#missing[@]} -eq 0 ] || unavailable "not on PATH: ${missing[*]} (Debian: slurmctld slurmd slurm-client munge)"
+[ "$(id -u)" -eq 0 ] || unavailable "needs root to run slurmd (SlurmUser=root), not uid $(id -u)"
+
+state=$(mktemp -d "${TMPDIR:-/tmp}/headroom-slurm.XXXXXX")
+chmod 0711 "$state"  # munged's socket is below it: every directory above must be o+x
+# Always: stop the daemons, check that none of the cluster's processes is left (their
+# command lines name the state dir; a zombie has none), remove the dir.
+cleanup() {
+  local rc=$? left
+  "$here/slurm/cluster.sh" stop "$state/cluster" || rc=1
+  if left=$(pgrep -a -f -- "$state/cluster"); then
+    echo "test_slurm: FAIL: still running after cluster.sh stop:" >&2
+    echo "$left" >&2
+    rc=1
+  fi
+  rm -rf "$state"
+  exit $rc
+}
+trap cleanup EXIT
+
+failed=0
+fail() { echo "test_slurm: FAIL: $*" >&2; failed=1; }
+
+if ! "$here/slurm/cluster.sh" start "$state/cluster" >"$state/start.out"; then
+  unavailable "the one-node cluster did not start (the reason is above)"
+fi
+export SLURM_CONF="$state/cluster/slurm.conf"
+echo "test_slurm: cluster up: $(sinfo -h -N -o '%N %c CPUs %m MB %T')"
+
+# 8 runs (2 head counts x 2 d_k x 2 seeds), well under a second each in a Release build.
+sweep=(--task copy --seq-len 6 --vocab 8 --d-model 16 --layers 1 --steps 600 --eval-every 300
+       --heads 1,2 --dk 4,8 --seeds 2)
+tasks=4
+dir="$state/sweep"
+ref="$state/ref"
+
+# --- the Slurm part: submit, wait for the merge job, check both jobs.
+cd "$state"
+slurm_start=$(date +%s.%N)
+# A stand-in for `headroom ablate ... --slurm --tasks 4 --submit` until that lands.
+# It plans first, as --slurm does: a shard that selects no run (9 of 9, on 8 runs)
+# writes DIR/sweep.json and trains nothing. Without it the 4 tasks race to create
+# DIR, and one that finds DIR begun by another but without sweep.json yet refuses
+# it ("is not empty and holds no sweep.json"). Then task K of the array runs shard
+# K/4 of the grid into the one shared DIR.
+"$headroom" ablate "${sweep[@]}" --shard 9/9 --out "$dir" >"$state/plan.out" 2>&1 \
+  || { cat "$state/plan.out" >&2; echo "test_slurm: FAIL: planning the sweep into $dir failed" >&2; exit 1; }
+slurm_dir="$dir/slurm"
+mkdir -p "$slurm_dir"
+cat >"$slurm_dir/array.sbatch" <<EOF
+#!/bin/bash
+#SBATCH --job-name=headroom-sweep
+#SBATCH --array=1-$tasks
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=1
+#SBATCH --output=$slurm_dir/array-%A_%a.out
+set -euo pipefail
+echo "array task \$SLURM_ARRAY_TASK_ID: shard \$SLURM_ARRAY_TASK_ID/$tasks"
+exec "$headroom" ablate ${sweep[*]} --shard \$SLURM_ARRAY_TASK_ID/$tasks --jobs 1 --out "$dir"
+EOF
+cat >"$slurm_dir/merge.sbatch" <<EOF
+#!/bin/bash
+#SBATCH --job-name=headroom-merge
+#SBATCH --ntasks=1
+#SBATCH --output=$slurm_dir/merge-%j.out
+set -euo pipefail
+exec "$headroom" ablate --merge "$dir" --out "$dir"
+EOF
+array_id=$(sbatch --parsable "$slurm_dir/array.sbatch")
+merge_id=$(sbatch --parsable --dependency=afterany:"$array_id" "$slurm_dir/merge.sbatch")
+echo "test_slurm: submitted array job $array_id ($tasks tasks) and merge job $merge_id (after the array)"
+
+# JobState and ExitCode of every job that `scontrol show job ID` lists (an array
+# job lists one line per task): "ID STATE EXIT" lines.
+job_states() {
+  scontrol -o show job "$1" 2>/dev/null \
+    | sed -n 's/^JobId=\([0-9]*\) .*JobState=\([A-Z_]*\) .*ExitCode=\([0-9:]*\).*/\1 \2 \3/p'
+}
+finished_state() {
+  case "$1" in
+    COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|BOOT_FAIL|DEADLINE) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
+deadline=$(( $(date +%s) + 300 ))
+last_report=0
+while :; do
+  merge_state=$(job_states "$merge_id" | awk '{ print $2 }')
+  finished_state "${merge_state:-PENDING}" && break
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    fail "the merge job $merge_id did not end within 300 s (state ${merge_state:-unknown})"
+    squeue >&2 || true
+    break
+  fi
+  if [ $(( $(date +%s) - last_report )) -ge 5 ]; then
+    last_report=$(date +%s)
+    echo "test_slurm: waiting: array tasks $(job_states "$array_id" | awk '{ print $2 }' | sort | uniq -c | awk '{ printf "%s%s %s", sep, $1, $2; sep = ", " }'); merge ${merge_state:-unknown}"
+  fi
+  sleep 0.5
+done
+slurm_wall=$(awk -v a="$slurm_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+
+show_logs() {
+  local f
+  for f in "$slurm_dir"/*.out; do
+    [ -e "$f" ] || continue
+    echo "--- $f:" >&2
+    cat "$f" >&2
+  done
+}
+
+# Every array task and the merge job: COMPLETED with exit code 0:0.
+n_tasks=0
+while read -r id st code; do
+  n_tasks=$((n_tasks + 1))
+  [ "$st" = COMPLETED ] && [ "$code" = 0:0 ] || fail "array task job $id ended $st with exit code $code"
+done < <(job_states "$array_id")
+[ "$n_tasks" -eq "$tasks" ] || fail "scontrol lists $n_tasks jobs of array $array_id, not $tasks"
+read -r _ st code < <(job_states "$merge_id") || true
+[ "${st:-}" = COMPLETED ] && [ "${code:-}" = 0:0 ] || fail "merge job $merge_id ended ${st:-unknown} with exit code ${code:-unknown}"
+
+# The tasks ran as 4 different array tasks, each its own shard: one log per task.
+for k in $(seq 1 "$tasks"); do
+  log="$slurm_dir/array-${array_id}_$k.out"
+  if [ ! -f "$log" ]; then
+    fail "no log $log of array task $k"
+  elif ! grep -q "shard $k/$tasks" "$log"; then
+    fail "$log does not name shard $k/$tasks"
+  fi
+done
+n_logs=$(find "$slurm_dir" -name "array-${array_id}_*.out" | wc -l)
+[ "$n_logs" -eq "$tasks" ] || fail "$n_logs array task logs in $slurm_dir, not $tasks"
+
+# --- the same sweep in one process.
+"$headroom" ablate "${sweep[@]}" --jobs 1 --out "$ref" >"$state/ref.out" 2>&1 \
+  || { cat "$state/ref.out" >&2; fail "the one-process sweep failed"; }
+
+# results.csv without the timing columns, found by their header names.
+untimed() {
+  awk -F, '
+    NR == 1 { for (i = 1; i <= NF; i++) drop[i] = ($i == "wall_s" || $i == "tokens_per_s") }
+    { out = ""; sep = ""
+      for (i = 1; i <= NF; i++) if (!drop[i]) { out = out sep $i; sep = "," }
+      print out }' "$1"
+}
+if [ ! -f "$dir/results.csv" ]; then
+  fail "the merge wrote no $dir/results.csv"
+elif [ -f "$ref/results.csv" ]; then
+  rows=$(($(wc -l <"$dir/results.csv") - 1))
+  [ "$rows" -eq 8 ] || fail "$dir/results.csv has $rows runs, not 8"
+  head -n 1 "$dir/results.csv" | grep -q wall_s || fail "$dir/results.csv has no wall_s column to drop"
+  if ! diff <(untimed "$ref/results.csv") <(untimed "$dir/results.csv") >"$state/results.diff"; then
+    fail "results.csv of the Slurm sweep differs from the one-process sweep's (< one process, > Slurm):"
+    cat "$state/results.diff" >&2
+  fi
+fi
+
+echo "test_slurm: Slurm part (submit to merge job done, $tasks array tasks + merge, 8 runs): ${slurm_wall} s"
+if [ $failed -ne 0 ]; then
+  show_logs
+  echo "test_slurm: FAIL" >&2
+  exit 1
+fi
+echo "test_slurm: OK"
