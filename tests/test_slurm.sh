@@ -163,6 +163,13 @@ for k in $(seq 1 "$tasks"); do
 done
 n_logs=$(find "$slurm_dir" -name "array-${array_id}_*.out" | wc -l)
 [ "$n_logs" -eq "$tasks" ] || fail "$n_logs array task logs in $slurm_dir, not $tasks"
+# No run trained twice, none left out: each of the 8 is reported finished ("[i/n]
+# RUN: ...") in exactly one task's log.
+trained=$(cat "$slurm_dir"/array-"${array_id}"_*.out 2>/dev/null | sed -n 's/^\[[0-9]*\/[0-9]*\] \([^:]*\): .*/\1/p' | sort)
+n_trained=$(grep -c . <<<"$trained" || true)
+twice=$(uniq -d <<<"$trained")
+[ -z "$twice" ] || fail "trained by more than one array task: $(echo $twice)"
+[ "$(sort -u <<<"$trained" | grep -c .)" -eq 8 ] || fail "the task logs report $n_trained finished runs ($(echo $trained)), not the 8 of the grid"
 
 # --- the same sweep in one process.
 "$headroom" ablate "${sweep[@]}" --jobs 1 --out "$ref" >"$state/ref.out" 2>&1 \

@@ -184,7 +184,7 @@ start() {
   cat >"$state/slurm.conf" <<EOF
 # Written by tests/slurm/cluster.sh; tests/slurm/README.md says what each line is for.
 ClusterName=headroom-test
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 SlurmUser=root
