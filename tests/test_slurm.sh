@@ -172,8 +172,10 @@ twice=$(uniq -d <<<"$trained")
 [ "$(sort -u <<<"$trained" | grep -c .)" -eq 8 ] || fail "the task logs report $n_trained finished runs ($(echo $trained)), not the 8 of the grid"
 
 # --- the same sweep in one process.
+ref_start=$(date +%s.%N)
 "$headroom" ablate "${sweep[@]}" --jobs 1 --out "$ref" >"$state/ref.out" 2>&1 \
   || { cat "$state/ref.out" >&2; fail "the one-process sweep failed"; }
+ref_wall=$(awk -v a="$ref_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 
 # results.csv without the timing columns, found by their header names.
 untimed() {
@@ -195,7 +197,7 @@ elif [ -f "$ref/results.csv" ]; then
   fi
 fi
 
-echo "test_slurm: Slurm part (submit to merge job done, $tasks array tasks + merge, 8 runs): ${slurm_wall} s"
+echo "test_slurm: wall time of the 8 runs: ${slurm_wall} s on Slurm (plan, submit, $tasks array tasks, merge job), ${ref_wall} s in one process (--jobs 1)"
 if [ $failed -ne 0 ]; then
   show_logs
   echo "test_slurm: FAIL" >&2
