@@ -57,12 +57,21 @@ job_pids() {
   done
 }
 
-# Wait up to $2 tenths of a second for pid $1 to exit; a zombie counts as exited.
+# Whether pid $1 runs. A zombie does not: a daemon's first process exits after the
+# fork, and PID 1 may reap it late.
+running() {
+  local st
+  st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
+alive() { local pid; pid=$(pid_of "$1"); [ -n "$pid" ] && running "$pid"; }
+
+# Wait up to $2 tenths of a second for pid $1 to exit.
 wait_exit() {
-  local i st
+  local i
   for ((i = 0; i < $2; i++)); do
-    st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 0
-    [ -z "$st" ] || [ "$st" = Z ] && return 0
+    running "$1" || return 0
     sleep 0.1
   done
   return 1
@@ -83,7 +92,7 @@ stop_all() {
     name=${daemons[i]}
     pid=$(pid_of "$name")
     [ -n "$pid" ] || continue
-    if kill -0 "$pid" 2>/dev/null; then
+    if running "$pid"; then
       kill -TERM "$pid" 2>/dev/null || true
       if ! wait_exit "$pid" 200; then
         echo "cluster.sh: $name (pid $pid) ignored SIGTERM for 20 s; sending SIGKILL" >&2
@@ -124,7 +133,7 @@ start() {
   for name in "${daemons[@]}"; do
     local pid
     pid=$(pid_of "$name")
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    if [ -n "$pid" ] && running "$pid"; then
       echo "cluster.sh: $name already runs from $state (pid $pid); run cluster.sh stop $state first" >&2
       exit 1
     fi
@@ -149,8 +158,9 @@ start() {
   # --- munge: the key, then munged on its own socket.
   local key="$state/munge/munge.key" socket="$state/munge/munge.socket"
   if [ ! -s "$key" ]; then
-    mungekey --create --keyfile="$key" >/dev/null 2>&1 \
-      || dd if=/dev/urandom of="$key" bs=1024 count=1 status=none
+    rm -f "$key"
+    mungekey --create --keyfile="$key" >"$state/log/mungekey.out" 2>&1 \
+      || { cat "$state/log/mungekey.out" >&2; fail "" "mungekey could not create $key"; }
   fi
   chmod 0600 "$key"
   # No --force: munged needs it only when a socket of a dead munged is left behind,
@@ -171,15 +181,22 @@ start() {
   [ $ok -eq 1 ] || fail munged "munged does not answer on $socket after 10 s"
 
   # --- slurm.conf
-  local host ctld_port slurmd_port cpus mem
+  local host ctld_port slurmd_port hw cpus mem node
   host=$(hostname -s)
   ctld_port=$(free_port)
   slurmd_port=$(free_port "$ctld_port")
+  # The node as slurmd sees it (`slurmd -C`: CPUs, boards, sockets, cores, threads,
+  # RealMemory in MB): slurmd drains a node that has less than slurm.conf says. When
+  # this process may use fewer CPUs than the machine has (nproc), only CPUs=nproc.
+  hw=$(slurmd -C 2>/dev/null | head -n 1 || true)
   cpus=$(nproc)
-  # RealMemory in MB, from the node's own report; what slurmd -C says is what slurmd
-  # checks the node against, so a larger value would drain the node.
-  mem=$(slurmd -C 2>/dev/null | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
+  mem=$(sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' <<<"$hw")
   [ -n "$mem" ] || mem=$(awk '/MemTotal/ { print int($2 / 1024) }' /proc/meminfo)
+  if grep -q "CPUs=$cpus " <<<"$hw"; then
+    node=$(grep -oE '(CPUs|Boards|SocketsPerBoard|CoresPerSocket|ThreadsPerCore)=[0-9]+' <<<"$hw" | tr '\n' ' ')
+  else
+    node="CPUs=$cpus "
+  fi
   : >"$state/plugstack.conf"  # no SPANK plugins (the system's would be read otherwise)
   cat >"$state/slurm.conf" <<EOF
 # Written by tests/slurm/cluster.sh; tests/slurm/README.md says what each line is for.
@@ -224,7 +241,7 @@ InactiveLimit=0
 KillWait=5
 MinJobAge=3600
 
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 ${node}RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF="$state/slurm.conf"
@@ -250,20 +267,19 @@ EOF
   for _ in $(seq 1 300); do
     node_state=$(sinfo -h -N -n "$host" -o '%T' 2>/dev/null | head -n 1 || true)
     [ "$node_state" = idle ] && break
+    case "$node_state" in inval*|drain*) break ;; esac  # slurmd registered, and was refused
     alive slurmctld || fail slurmctld "slurmctld exited while the node came up"
     alive slurmd || fail slurmd "slurmd exited while the node came up"
     sleep 0.2
   done
   if [ "$node_state" != idle ]; then
-    echo "cluster.sh: node $host is '${node_state:-unknown}', not idle, after 60 s" >&2
+    echo "cluster.sh: node $host is '${node_state:-unknown}', not idle" >&2
     scontrol show node "$host" >&2 || true
     log_tail slurmctld
     fail slurmd "the node did not become idle"
   fi
   echo "export SLURM_CONF=$SLURM_CONF"
 }
-
-alive() { local pid; pid=$(pid_of "$1"); [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
 
 # A daemon forks and writes its pid file; wait up to 10 s for that file.
 wait_for_pid() {
