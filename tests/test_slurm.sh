@@ -101,6 +101,11 @@ EOF
 array_id=$(sbatch --parsable "$slurm_dir/array.sbatch")
 merge_id=$(sbatch --parsable --dependency=afterany:"$array_id" "$slurm_dir/merge.sbatch")
 echo "test_slurm: submitted array job $array_id ($tasks tasks) and merge job $merge_id (after the array)"
+# The merge job waits for the array: asked at once, before any task can have ended
+# (the scheduler starts jobs a second apart at the soonest).
+dependency=$(scontrol -o show job "$merge_id" | grep -oE 'Dependency=[^ ]*' || true)
+[[ "$dependency" == "Dependency=afterany:${array_id}"* ]] \
+  || fail "merge job $merge_id does not wait for array $array_id: ${dependency:-no Dependency field}"
 
 # JobState and ExitCode of every job that `scontrol show job ID` lists (an array
 # job lists one line per task): "ID STATE EXIT" lines.
@@ -151,6 +156,15 @@ done < <(job_states "$array_id")
 [ "$n_tasks" -eq "$tasks" ] || fail "scontrol lists $n_tasks jobs of array $array_id, not $tasks"
 read -r _ st code < <(job_states "$merge_id") || true
 [ "${st:-}" = COMPLETED ] && [ "${code:-}" = 0:0 ] || fail "merge job $merge_id ended ${st:-unknown} with exit code ${code:-unknown}"
+
+# The merge job started after the last array task ended (times to the second, in
+# ISO 8601, so they compare as strings).
+job_time() { scontrol -o show job "$1" 2>/dev/null | grep -oE "$2=[0-9T:-]+" | cut -d= -f2; }
+merge_start=$(job_time "$merge_id" StartTime | head -n 1)
+array_end=$(job_time "$array_id" EndTime | sort | tail -n 1)
+if [ -z "$merge_start" ] || [ -z "$array_end" ] || [[ "$merge_start" < "$array_end" ]]; then
+  fail "the merge job started at ${merge_start:-?}, before the array's last task ended (${array_end:-?})"
+fi
 
 # The tasks ran as 4 different array tasks, each its own shard: one log per task.
 for k in $(seq 1 "$tasks"); do
