@@ -577,6 +577,10 @@ std::vector<PointSummary> summarize(const SweepPlan& plan, const std::vector<Run
 }
 
 std::string write_reports(const SweepPlan& plan, const fs::path& dir, double target_acc) {
+  // Read and written under DIR's lock: of processes that finish runs and rebuild the
+  // reports at once, the last to take the lock has seen every result.json (each is
+  // written before its process asks for the lock), and nothing it writes is torn.
+  const RunDirLock lock = lock_sweep_dir(dir);
   const std::vector<RunResult> results = collect_results(plan, dir, target_acc);
   const std::vector<PointSummary> points = summarize(plan, results);
   const Table table = summary_table(plan, points, target_acc);

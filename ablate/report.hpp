@@ -89,7 +89,8 @@ struct PointSummary {
 std::vector<PointSummary> summarize(const SweepPlan& plan, const std::vector<RunResult>& results);
 
 // Writes results.csv, summary.md, the plots and report.html into DIR (each file
-// atomically) and returns summary.md's text.
+// atomically, all under DIR's lock, ablate/sweep.hpp's lock_sweep_dir) and returns
+// summary.md's text.
 std::string write_reports(const SweepPlan& plan, const std::filesystem::path& dir, double target_acc);
 
 }  // namespace headroom

@@ -4,15 +4,18 @@
 #include "ablate/sweep.hpp"
 
 #include <algorithm>
-#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -78,16 +81,138 @@ nlohmann::json result_json(const PlannedRun& run, const TrainSummary& s, double 
           {"tokens_per_s", wall_s > 0 ? tokens / wall_s : 0.0}};
 }
 
-// Trains one run into its directory and, when it finishes, writes result.json.
+// attempts.log: one line per event of a claim, "<UTC time> <event> pid=P host=H <more>".
+// Written only under the run's lock, so one writer at a time, on NFS too.
+void log_attempt(const fs::path& run_dir, const std::string& event, const std::string& more) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "unknown");
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char when[32] = {};
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  const std::string line = fmt::format("{} {} pid={} host={}{}{}\n", when, event, ::getpid(), host,
+                                       more.empty() ? "" : " ", more);
+  std::FILE* f = std::fopen((run_dir / "attempts.log").c_str(), "a");
+  if (f == nullptr) throw std::runtime_error(fmt::format("cannot append to {}: {}", (run_dir / "attempts.log").string(),
+                                                         std::strerror(errno)));
+  const bool ok = std::fputs(line.c_str(), f) >= 0;
+  if (std::fclose(f) != 0 || !ok) {
+    throw std::runtime_error(fmt::format("cannot append to {}", (run_dir / "attempts.log").string()));
+  }
+}
+
+// A run directory emptied for a new start: all but its lock and attempts.log.
+void clear_run_dir(const fs::path& run_dir) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (std::find_if(kKeptEntries.begin(), kKeptEntries.end(), [&](const char* k) { return name == k; }) ==
+        kKeptEntries.end()) {
+      fs::remove_all(e.path());
+    }
+  }
+  if (ec) throw fs::filesystem_error("cannot read", run_dir, ec);
+}
+
+// A run this process holds: its lock, and where it starts.
+struct Claim {
+  Pending pending;
+  RunDirLock lock;
+};
+
+// Hands this process's workers their runs, one at a time, in grid order. A run is
+// claimed by taking its lock without waiting; one that another process holds is
+// passed over now and tried again at the next call, so a run whose process dies
+// comes back to whoever asks next.
+class Claimer {
+ public:
+  Claimer(const std::vector<Pending>& pending, const fs::path& out_dir, Reporter& report)
+      : pending_(pending), out_dir_(out_dir), report_(report), state_(pending.size(), State::open),
+        reported_held_(pending.size(), false) {}
+
+  std::optional<Claim> next() {
+    std::lock_guard guard(mutex_);
+    for (std::size_t k = 0; k < pending_.size(); ++k) {
+      if (state_[k] != State::open) continue;
+      const PlannedRun& run = *pending_[k].run;
+      const fs::path dir = out_dir_ / "runs" / run.id;
+      if (run_finished(dir)) {
+        done_elsewhere(k);
+        continue;
+      }
+      fs::create_directories(dir);
+      RunDirLock lock = RunDirLock::try_acquire(dir);
+      if (!lock.held()) {
+        if (!reported_held_[k]) {
+          reported_held_[k] = true;
+          report_({.kind = SweepEvent::Kind::elsewhere, .run = &run, .held = true, .steps_left = steps_left(k)});
+        }
+        continue;
+      }
+      if (run_finished(dir)) {  // finished between the look and the lock
+        done_elsewhere(k);
+        continue;
+      }
+      state_[k] = State::ours;
+      Pending p{.run = &run, .from_step = 0};
+      std::error_code ec;
+      if (const auto ckpt = latest_checkpoint(dir);
+          ckpt && fs::exists(dir / "metrics.csv", ec) && checkpoint_step(*ckpt) < run.config.optim.steps) {
+        p.from_step = checkpoint_step(*ckpt);
+      }
+      return Claim{.pending = p, .lock = std::move(lock)};
+    }
+    return std::nullopt;
+  }
+
+  // Unfinished runs another process held at the last look.
+  std::vector<std::string> held_elsewhere() {
+    std::lock_guard guard(mutex_);
+    std::vector<std::string> ids;
+    for (std::size_t k = 0; k < pending_.size(); ++k) {
+      if (state_[k] == State::open) ids.push_back(pending_[k].run->id);
+    }
+    return ids;
+  }
+  std::vector<std::string> finished_elsewhere() {
+    std::lock_guard guard(mutex_);
+    return finished_elsewhere_;
+  }
+
+ private:
+  enum class State { open, ours, done };
+
+  std::size_t steps_left(std::size_t k) const {
+    return pending_[k].run->config.optim.steps - pending_[k].from_step;
+  }
+  void done_elsewhere(std::size_t k) {
+    state_[k] = State::done;
+    finished_elsewhere_.push_back(pending_[k].run->id);
+    report_({.kind = SweepEvent::Kind::elsewhere, .run = pending_[k].run, .held = false, .steps_left = steps_left(k)});
+  }
+
+  const std::vector<Pending>& pending_;
+  const fs::path out_dir_;
+  Reporter& report_;
+  std::vector<State> state_;
+  std::vector<bool> reported_held_;
+  std::vector<std::string> finished_elsewhere_;
+  std::mutex mutex_;
+};
+
+// Trains one claimed run into its directory and, when it finishes, writes result.json.
 void train_run(const Pending& p, const fs::path& run_dir, const AblateOptions& options, Reporter& report) {
   const PlannedRun& run = *p.run;
   report({.kind = SweepEvent::Kind::started, .run = &run, .from_step = p.from_step});
   try {
-    if (p.from_step == 0) fs::remove_all(run_dir);  // leftovers of a run that never saved a usable checkpoint
+    log_attempt(run_dir, "start", fmt::format("step={}", p.from_step));
+    if (p.from_step == 0) clear_run_dir(run_dir);  // leftovers of a run that never saved a usable checkpoint
     std::unique_ptr<Dataset> data = make_dataset(run.config);
     TrainOptions t;
     t.out_dir = run_dir.string();
     t.resume = p.from_step > 0;
+    t.out_dir_locked = true;  // the claim holds it
     t.stop_requested = options.stop_requested;
     t.track_heads = options.track_heads;
     double wall_s = 0;  // the run's whole wall time, earlier processes included
@@ -97,12 +222,21 @@ void train_run(const Pending& p, const fs::path& run_dir, const AblateOptions& o
     };
     const TrainSummary s = train(run.config, *data, t);
     if (s.stopped_early) {
+      log_attempt(run_dir, "stop", fmt::format("step={}", s.steps));
       report({.kind = SweepEvent::Kind::stopped, .run = &run, .summary = &s, .wall_s = wall_s});
       return;
     }
     write_file_atomically(run_dir / "result.json", result_json(run, s, wall_s).dump(2) + "\n");
+    log_attempt(run_dir, "finish", fmt::format("step={}", s.steps));
     report({.kind = SweepEvent::Kind::finished, .run = &run, .summary = &s, .wall_s = wall_s});
   } catch (const std::exception& e) {
+    try {
+      std::string error = e.what();
+      std::replace(error.begin(), error.end(), '\n', ' ');
+      log_attempt(run_dir, "fail", "error=" + error);
+    } catch (const std::exception&) {
+      // the failure is reported below either way
+    }
     report({.kind = SweepEvent::Kind::failed, .run = &run, .error = e.what()});
     throw;
   }
@@ -113,11 +247,12 @@ void train_run(const Pending& p, const fs::path& run_dir, const AblateOptions& o
 SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
   check_sweep_dir(options.out_dir, plan);
   check_sweep_memory(plan, options.jobs);
-  // What killed processes left: only theirs, since other shards may be running here
-  // (each run's own directory is cleaned again by train() under the run's lock).
-  remove_stale_temporaries(options.out_dir, false);
   write_sweep_json(options.out_dir, plan);
 
+  // What this shard still has to do, as it looks now (other processes may change it;
+  // each run is looked at again under its lock when it is claimed). Temporaries are
+  // removed only under the lock of the directory that holds them: another machine's
+  // live process may own them, and the PID in their names means nothing on this one.
   SweepOutcome outcome;
   std::vector<Pending> pending;
   std::size_t steps_to_do = 0, resumed = 0;
@@ -126,9 +261,11 @@ SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
     ++outcome.in_shard;
     const PlannedRun& run = plan.runs[i];
     const fs::path dir = options.out_dir / "runs" / run.id;
-    remove_stale_temporaries(dir, false);
     if (run_finished(dir)) {
       ++outcome.finished_before;
+      // What a killed save left in a finished run: removed under its lock, which no
+      // process holds for long once the run is finished.
+      if (const RunDirLock lock = RunDirLock::try_acquire(dir); lock.held()) remove_stale_temporaries(dir, true);
       continue;
     }
     Pending p{.run = &run, .from_step = 0};
@@ -149,22 +286,30 @@ SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
           .steps_to_do = steps_to_do});
   if (pending.empty()) return outcome;
 
-  std::atomic<std::size_t> next{0};
+  Claimer claimer(pending, options.out_dir, report);
   std::mutex results_mutex;
   auto stop = [&] { return options.stop_requested && options.stop_requested(); };
   auto worker = [&] {
     for (;;) {
       if (stop()) return;
-      const std::size_t k = next++;
-      if (k >= pending.size()) return;
-      const PlannedRun& run = *pending[k].run;
-      const fs::path dir = options.out_dir / "runs" / run.id;
       std::optional<std::string> error;
+      std::optional<Claim> claim;
       try {
-        train_run(pending[k], dir, options, report);
+        claim = claimer.next();
+      } catch (const std::exception& e) {  // a run directory that cannot be created or locked
+        std::lock_guard lock(results_mutex);
+        outcome.failed.emplace_back("(claiming a run)", e.what());
+        return;
+      }
+      if (!claim) return;
+      const PlannedRun& run = *claim->pending.run;
+      const fs::path dir = options.out_dir / "runs" / run.id;
+      try {
+        train_run(claim->pending, dir, options, report);
       } catch (const std::exception& e) {
         error = e.what();
       }
+      claim.reset();  // the run's lock goes
       std::lock_guard lock(results_mutex);
       if (error) {
         outcome.failed.emplace_back(run.id, *error);
@@ -179,6 +324,8 @@ SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
   for (std::size_t i = 0; i < jobs; ++i) threads.emplace_back(worker);
   for (std::thread& t : threads) t.join();
   outcome.interrupted = stop();
+  outcome.finished_elsewhere = claimer.finished_elsewhere();
+  if (!outcome.interrupted) outcome.held_elsewhere = claimer.held_elsewhere();
   return outcome;
 }
 

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "autograd/whole_number.hpp"
 #include "train/init_from.hpp"
@@ -40,6 +41,20 @@ std::vector<std::string> split(const std::string& text, char sep) {
     if (at == std::string::npos) return parts;
     start = at + 1;
   }
+}
+
+// A directory that is empty but for kKeptEntries and temporaries (train/out_dir.hpp):
+// nothing, or another process writing sweep.json this moment.
+bool only_kept_entries(const fs::path& dir) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!is_temporary_name(name) && std::find_if(kKeptEntries.begin(), kKeptEntries.end(), [&](const char* k) { return name == k; }) ==
+        kKeptEntries.end()) {
+      return false;
+    }
+  }
+  return true;
 }
 
 bool whole_number(const std::string& s) { return parse_whole_number(s).has_value(); }  // autograd/whole_number.hpp
@@ -228,6 +243,70 @@ Shard parse_shard(const std::string& text) {
     bad(fmt::format("K must be from 1 to N in K/N, got '{}'", text));
   }
   return s;
+}
+
+namespace {
+
+// One scheduler's array variables.
+struct ArrayVars {
+  const char* scheduler;
+  const char* id;
+  const char* first;
+  const char* last;
+  const char* count;  // nullptr: the scheduler gives none
+  const char* step;
+};
+
+constexpr std::array<ArrayVars, 2> kArrayVars{{
+    {"Slurm", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_COUNT",
+     "SLURM_ARRAY_TASK_STEP"},
+    {"Grid Engine", "SGE_TASK_ID", "SGE_TASK_FIRST", "SGE_TASK_LAST", nullptr, "SGE_TASK_STEPSIZE"},
+}};
+
+}  // namespace
+
+Shard shard_from_environment(const std::function<std::optional<std::string>(const std::string&)>& env) {
+  for (const ArrayVars& v : kArrayVars) {
+    const std::optional<std::string> id_text = env(v.id);
+    if (!id_text || *id_text == "undefined") continue;  // SGE says "undefined" outside an array
+    std::string shown;  // the variables as set, for messages
+    auto number = [&](const char* name, std::optional<std::uint64_t> fallback) -> std::uint64_t {
+      const std::optional<std::string> text = env(name);
+      shown += fmt::format("{}{}={}", shown.empty() ? "" : " ", name, text ? *text : "(unset)");
+      if (!text && fallback) return *fallback;
+      const std::optional<std::uint64_t> n = text ? parse_whole_number(*text) : std::nullopt;
+      if (!n) {
+        bad(fmt::format("--shard auto: {} is {} in this {} array task, not a whole number", name,
+                        text ? "'" + *text + "'" : std::string("not set"), v.scheduler));
+      }
+      return *n;
+    };
+    const std::uint64_t id = number(v.id, std::nullopt);
+    const std::uint64_t first = number(v.first, std::nullopt);
+    const std::uint64_t last = number(v.last, std::nullopt);
+    const std::uint64_t step = number(v.step, 1);
+    if (step == 0 || last < first || id < first || id > last || (id - first) % step != 0) {
+      bad(fmt::format("--shard auto: the {} array task is not in its range ({}); give --shard K/N", v.scheduler,
+                      shown));
+    }
+    const std::uint64_t tasks = (last - first) / step + 1;
+    if (v.count != nullptr && number(v.count, std::nullopt) != tasks) {
+      bad(fmt::format("--shard auto: the {} array is not an evenly spaced range of indices ({}); submit it as "
+                      "--array=FIRST-LAST[:STEP], or give --shard K/N",
+                      v.scheduler, shown));
+    }
+    return {.index = static_cast<std::size_t>((id - first) / step + 1), .count = static_cast<std::size_t>(tasks)};
+  }
+  bad("--shard auto: this process is not a task of a job array (neither SLURM_ARRAY_TASK_ID nor SGE_TASK_ID is "
+      "set); submit it with sbatch --array (the script --slurm writes does), or give --shard K/N");
+}
+
+Shard shard_from_environment() {
+  return shard_from_environment([](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  });
 }
 
 // ---- the grid ---------------------------------------------------------------------
@@ -424,7 +503,7 @@ void check_sweep_dir(const fs::path& dir, const SweepPlan& plan) {
   if (!fs::is_directory(dir, ec)) bad(fmt::format("--out {} exists and is not a directory", dir.string()));
   const fs::path file = dir / "sweep.json";
   if (!fs::exists(file, ec)) {
-    if (fs::directory_iterator(dir, ec) == fs::directory_iterator()) return;  // empty
+    if (only_kept_entries(dir)) return;  // empty, or a lock left by a process that died before writing sweep.json
     bad(fmt::format("--out {} is not empty and holds no sweep.json: give a new or empty directory", dir.string()));
   }
   const nlohmann::json stored = definition(read_json_file(file));
@@ -438,10 +517,22 @@ void check_sweep_dir(const fs::path& dir, const SweepPlan& plan) {
 
 void write_sweep_json(const fs::path& dir, const SweepPlan& plan) {
   std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) bad(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  // Under the lock, and sweep.json before runs/, so that a process checking DIR at the
+  // same moment (check_sweep_dir, unlocked) sees an empty DIR or a whole sweep.json.
+  const RunDirLock lock = lock_sweep_dir(dir);
+  remove_stale_temporaries(dir, true);  // nobody else writes here now: what is left is stale
+  if (fs::exists(dir / "sweep.json", ec)) {
+    check_sweep_dir(dir, plan);  // another process may have written it since the caller's check
+  } else {
+    write_file_atomically(dir / "sweep.json", to_json(plan).dump(2) + "\n");
+  }
   fs::create_directories(dir / "runs", ec);
   if (ec) bad(fmt::format("cannot create {}: {}", (dir / "runs").string(), ec.message()));
-  if (!fs::exists(dir / "sweep.json", ec)) write_file_atomically(dir / "sweep.json", to_json(plan).dump(2) + "\n");
 }
+
+RunDirLock lock_sweep_dir(const fs::path& dir) { return RunDirLock::wait(dir); }
 
 bool run_finished(const fs::path& run_dir) {
   std::error_code ec;
@@ -453,18 +544,34 @@ bool run_finished(const fs::path& run_dir) {
 namespace {
 
 // DIR/runs/<id> from one sweep directory into another, hard-linked where the file
-// system allows and copied otherwise, under a temporary name renamed into place.
-void bring_run(const fs::path& from, const fs::path& to) {
-  const fs::path tmp = to.parent_path() / fmt::format(".{}.merging", to.filename().string());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::copy(from, tmp, fs::copy_options::recursive | fs::copy_options::create_hard_links, ec);
-  if (ec) {
-    fs::remove_all(tmp);
-    fs::copy(from, tmp, fs::copy_options::recursive);
+// system allows and copied otherwise, all but its lock file, under a temporary name
+// renamed into place. The caller holds the target's lock when there is a target: it
+// is renamed aside, not removed, while the lock is held (on NFS a directory with an
+// open file in it cannot be removed), and removed by the caller after releasing it.
+fs::path bring_run(const fs::path& from, const fs::path& to) {
+  const std::string name = to.filename().string();
+  const fs::path tmp = to.parent_path() / fmt::format(".{}.merging-{}", name, ::getpid());
+  const fs::path aside = to.parent_path() / fmt::format(".{}.replaced-{}", name, ::getpid());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  for (const fs::directory_entry& e : fs::directory_iterator(from)) {
+    if (e.path().filename() == kLockFile) continue;
+    const fs::path dest = tmp / e.path().filename();
+    std::error_code ec;
+    fs::copy(e.path(), dest, fs::copy_options::recursive | fs::copy_options::create_hard_links, ec);
+    if (ec) {
+      fs::remove_all(dest);
+      fs::copy(e.path(), dest, fs::copy_options::recursive);
+    }
   }
-  fs::remove_all(to);
+  std::error_code ec;
+  const bool had_target = fs::exists(to, ec);
+  if (had_target) {
+    fs::remove_all(aside);
+    fs::rename(to, aside);
+  }
   fs::rename(tmp, to);
+  return had_target ? aside : fs::path();
 }
 
 }  // namespace
@@ -482,6 +589,7 @@ MergeOutcome merge_sweeps(const std::vector<fs::path>& from, const fs::path& int
   }
   check_sweep_dir(into, plan);
   write_sweep_json(into, plan);
+  const RunDirLock lock = lock_sweep_dir(into);
   MergeOutcome outcome;
   std::error_code ec;
   for (const PlannedRun& run : plan.runs) {
@@ -490,12 +598,21 @@ MergeOutcome merge_sweeps(const std::vector<fs::path>& from, const fs::path& int
       ++outcome.present;
       continue;
     }
+    // A run being trained in `into` stays its process's; any other is swapped for the
+    // finished copy while this holds its lock, so no process starts on it meanwhile.
+    RunDirLock run_lock = fs::is_directory(target, ec) ? RunDirLock::try_acquire(target) : RunDirLock();
+    if (fs::is_directory(target, ec) && !run_lock.held()) {
+      outcome.missing.push_back(run.id);
+      continue;
+    }
     bool found = false;
     for (const fs::path& dir : from) {
       const fs::path source = dir / "runs" / run.id;
       if (fs::equivalent(dir, into, ec) || !run_finished(source)) continue;
       try {
-        bring_run(source, target);
+        const fs::path aside = bring_run(source, target);
+        { const RunDirLock released = std::move(run_lock); }  // let go before the old directory goes
+        if (!aside.empty()) fs::remove_all(aside);
       } catch (const fs::filesystem_error& e) {
         bad(fmt::format("cannot copy {} to {}: {}", source.string(), target.string(), e.code().message()));
       }

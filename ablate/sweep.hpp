@@ -5,16 +5,26 @@
 //                                    finalized config, the skipped points and why
 //     DIR/runs/<id>/                 one `headroom train --out` directory per run, plus
 //     DIR/runs/<id>/result.json      written (atomically) when the run has finished
-//     DIR/results.csv, summary.md, *.svg, report.html   (cli/ablate_report.hpp)
+//     DIR/runs/<id>/attempts.log     a line per process that took the run: start, and how it ended
+//     DIR/.lock                      held while sweep.json or the reports are written
+//     DIR/results.csv, summary.md, *.svg, report.html   (ablate/report.hpp)
 //
 // A run is finished when its result.json exists. Running the same sweep again in the
 // same DIR skips finished runs and resumes the others from their newest checkpoint;
 // a DIR whose sweep.json differs from the new sweep's is refused.
+//
+// Any number of processes, on any machines that share DIR, may run one sweep at once
+// (docs/design.md #24): a process trains a run only while it holds the run's lock
+// (train/out_dir.hpp, RunDirLock), taken before it looks at the run's checkpoints, so
+// no run is trained twice at a time; a run whose process died is free again and the
+// next process to ask resumes it; sweep.json and the reports are written under DIR's
+// own lock, so they are never torn and the last writer has seen every finished run.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +33,7 @@
 
 #include "nn/presets.hpp"
 #include "train/config.hpp"
+#include "train/out_dir.hpp"
 #include "train/trainer.hpp"
 
 namespace headroom {
@@ -56,6 +67,18 @@ SweepAxis parse_sweep_flag(const std::string& text);
 std::vector<std::uint64_t> parse_seeds(const std::string& text);
 // "K/N" with 1 <= K <= N.
 Shard parse_shard(const std::string& text);
+
+// --shard auto: the shard of this task of a scheduler's job array, from its
+// environment (`env` returns a variable's value, or nothing when it is unset):
+//   Slurm        SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_MIN, SLURM_ARRAY_TASK_MAX,
+//                SLURM_ARRAY_TASK_COUNT and SLURM_ARRAY_TASK_STEP (1 when unset);
+//   Grid Engine  SGE_TASK_ID, SGE_TASK_FIRST, SGE_TASK_LAST, SGE_TASK_STEPSIZE
+//                (SGE, Univa/Altair GE, Open Cluster Scheduler; "undefined" outside an array).
+// The array's indices must be an evenly spaced range (Slurm's 0-15 or 1-99:2, not
+// 1,4,5); the task at MIN is shard 1. Anything else, no array at all included, is a
+// std::invalid_argument naming the variables and their values.
+Shard shard_from_environment(const std::function<std::optional<std::string>(const std::string&)>& env);
+Shard shard_from_environment();  // from this process's environment
 
 struct SweepSpec {
   TrainConfig base;                  // --config and every flag applied, before the axes
@@ -121,8 +144,13 @@ void check_sweep_dir(const std::filesystem::path& dir, const SweepPlan& plan);
 // (train/resources.hpp), naming the run and the flag that dominates.
 void check_sweep_memory(const SweepPlan& plan, std::size_t jobs);
 
-// Creates DIR/runs and writes DIR/sweep.json unless it is there (check_sweep_dir first).
+// Creates DIR/runs and, under DIR's lock, writes DIR/sweep.json unless it is there;
+// when it is, it is checked again (check_sweep_dir), since another process may have
+// written a different sweep since the caller's check.
 void write_sweep_json(const std::filesystem::path& dir, const SweepPlan& plan);
+// DIR's own lock (DIR/.lock), waited for: held while sweep.json and the reports are
+// written and while a merge brings runs in.
+RunDirLock lock_sweep_dir(const std::filesystem::path& dir);
 // A run is finished when DIR/runs/<id>/result.json exists.
 bool run_finished(const std::filesystem::path& run_dir);
 
@@ -136,6 +164,8 @@ struct SweepEvent {
     finished,  // a run finished and wrote result.json: summary, wall_s
     stopped,   // a run stopped early with a checkpoint (stop_requested): summary
     failed,    // a run failed: error
+    elsewhere, // a run this process had to do is another's: held by another process
+               // (held true: it may still come back, as started), or found finished
   };
   Kind kind = Kind::planned;
   const PlannedRun* run = nullptr;  // all but planned
@@ -153,6 +183,9 @@ struct SweepEvent {
   double wall_s = 0;  // the run's whole wall time, earlier processes included
   // failed:
   std::string error{};
+  // elsewhere:
+  bool held = false;           // true: another process trains it now; false: it is finished
+  std::size_t steps_left = 0;  // the steps it still had when this process planned it
 };
 
 struct AblateOptions {
@@ -172,12 +205,19 @@ struct SweepOutcome {
   std::vector<std::string> trained;  // finished now
   std::vector<std::string> stopped;  // stopped early by stop_requested, with a checkpoint
   std::vector<std::pair<std::string, std::string>> failed;  // id and error
+  std::vector<std::string> finished_elsewhere;  // unfinished when planned, then finished by another process
+  std::vector<std::string> held_elsewhere;      // unfinished and held by another process at the end
   bool interrupted = false;
 };
 
 // Checks DIR (check_sweep_dir), writes DIR/sweep.json, then trains this shard's
-// unfinished runs, `jobs` at a time: a run with a checkpoint before its last step
-// resumes from it; any other unfinished run starts over in an emptied directory.
+// unfinished runs, `jobs` at a time, in grid order. Each is claimed first: its lock
+// taken without waiting (a run another process holds is passed over, and tried again
+// whenever a worker of this process looks for its next run), then, under the lock,
+// it is looked at again: finished meanwhile, it is passed over; with a checkpoint
+// before its last step it resumes from it; else it starts over in a directory
+// emptied of all but its lock and attempts.log. Each claim appends to attempts.log
+// ("start", then "finish", "stop" or "fail"; one killed leaves only its "start").
 // A failing run (diverged, or a checkpoint that does not load) is reported and the
 // others go on. Progress goes to options.on_event; nothing here prints.
 SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options);
@@ -189,8 +229,10 @@ struct MergeOutcome {
 };
 
 // Merges shard directories of one sweep (their sweep.json files must agree) into
-// `into`: each finished run's directory is hard-linked there (copied across file
-// systems) unless `into` already has it finished.
+// `into`, under `into`'s lock: each finished run's directory is hard-linked there
+// (copied across file systems) unless `into` already has it finished; a run that a
+// live process holds in `into` is not replaced (it counts as missing). `from` may
+// name `into` itself: `--merge DIR --out DIR` brings nothing in and only counts.
 MergeOutcome merge_sweeps(const std::vector<std::filesystem::path>& from, const std::filesystem::path& into);
 
 }  // namespace headroom

@@ -10,6 +10,7 @@
 
 #include "ablate/sweep.hpp"
 #include "ablate/report.hpp"
+#include "ablate/slurm.hpp"
 #include "cli/commands.hpp"
 #include "interp/head_tracking.hpp"
 #include "cli/interrupt.hpp"
@@ -27,9 +28,15 @@ struct AblateFlags : TrainFlags {
   std::vector<std::string> sweeps;  // KEY=V1,V2,...
   std::string seeds = "3";
   std::size_t jobs = std::max(1u, std::thread::hardware_concurrency());
-  std::string shard;
+  bool jobs_given = false;  // --slurm's tasks default to one job each
+  std::string shard;  // K/N or auto
   std::vector<std::string> merge;
+  std::string resume;  // a sweep directory to continue as its sweep.json says
   std::string out;
+  bool no_report = false;
+  bool slurm = false, submit = false;
+  std::size_t tasks = 0;  // 0: one per run
+  std::vector<std::string> sbatch;
   double target_acc = 0.99;
   std::size_t max_runs = kDefaultMaxRuns;
   bool quiet = false;
@@ -62,16 +69,21 @@ int run_merge(const AblateFlags& f) {
   const fs::path into = f.out;
   const MergeOutcome m = merge_sweeps(from, into);
   const SweepPlan plan = read_sweep_plan(into);
-  fmt::print("merged {} director{} into {}: {} runs brought in, {} already there, {} of {} finished\n", from.size(),
-             from.size() == 1 ? "y" : "ies", into.string(), m.copied, m.present, m.copied + m.present,
-             plan.runs.size());
+  std::error_code ec;
+  if (from.size() == 1 && fs::equivalent(from.front(), into, ec)) {  // --merge DIR --out DIR: the reports only
+    fmt::print("{}: {} of {} runs finished\n", into.string(), m.present, plan.runs.size());
+  } else {
+    fmt::print("merged {} director{} into {}: {} runs brought in, {} already there, {} of {} finished\n", from.size(),
+               from.size() == 1 ? "y" : "ies", into.string(), m.copied, m.present, m.copied + m.present,
+               plan.runs.size());
+  }
   if (!m.missing.empty()) {
     std::string ids;
     for (std::size_t i = 0; i < m.missing.size() && i < 20; ++i) ids += (i == 0 ? "" : ", ") + m.missing[i];
     fmt::print("not finished in any of them: {}{}\n", ids, m.missing.size() > 20 ? ", ..." : "");
   }
   report(plan, into, f.target_acc);
-  return 0;
+  return m.missing.empty() ? 0 : 1;
 }
 
 // The runner's plan for this shard, in one line.
@@ -83,8 +95,15 @@ void print_plan(const SweepEvent& e, const Shard& shard) {
   std::fflush(stdout);
 }
 
-int run_ablate(const AblateFlags& f) {
-  if (!f.merge.empty()) return run_merge(f);
+// --shard: K/N, auto (the scheduler's array task), or the whole grid.
+Shard shard_of(const AblateFlags& f) {
+  if (f.shard.empty()) return Shard{};
+  return f.shard == "auto" ? shard_from_environment() : parse_shard(f.shard);
+}
+
+// The plan a sweep command trains: from the flags, or with --resume from DIR/sweep.json.
+SweepPlan plan_of(const AblateFlags& f) {
+  if (!f.resume.empty()) return read_sweep_plan(f.resume);
   SweepSpec spec;
   spec.base = build_config(f, f.config_file, &spec.kv_heads);
   if (!f.heads.empty()) spec.axes.push_back(parse_count_axis("--heads", "n_heads", f.heads, false));
@@ -98,20 +117,70 @@ int run_ablate(const AblateFlags& f) {
     spec.axes.push_back(std::move(axis));
   }
   spec.seeds = parse_seeds(f.seeds);
-  const Shard shard = f.shard.empty() ? Shard{} : parse_shard(f.shard);
+  check_grid_size(spec, f.max_runs);  // before the grid is planned
+  SweepPlan plan = plan_sweep(spec);
+  std::vector<TrainConfig> configs;
+  for (const PlannedRun& run : plan.runs) configs.push_back(run.config);
+  check_flags_read(f, configs);
+  return plan;
+}
+
+// --slurm: the batch scripts, and with --submit the jobs.
+int run_slurm(const AblateFlags& f, const SweepPlan& plan, const fs::path& dir) {
+  SlurmSpec spec{.sweep_dir = fs::absolute(dir).lexically_normal(),
+                 .binary = fs::canonical("/proc/self/exe"),
+                 .work_dir = fs::current_path(),
+                 .runs = plan.runs.size(),
+                 .tasks = f.tasks == 0 ? plan.runs.size() : f.tasks,
+                 .jobs = f.jobs_given ? f.jobs : 1,
+                 .threads = 1,
+                 .target_acc = f.target_acc,
+                 .sbatch = f.sbatch};
+  for (const PlannedRun& run : plan.runs) {
+    spec.threads = std::max(spec.threads, static_cast<std::size_t>(std::max(1, run.config.optim.threads)));
+  }
+  check_slurm_spec(spec);
+  if (f.submit && find_on_path("sbatch").empty()) {
+    throw std::invalid_argument("--submit: sbatch is not on PATH (is this a Slurm login node?); drop --submit to "
+                                "write the scripts only");
+  }
+  write_sweep_json(dir, plan);
+  const std::vector<fs::path> scripts = write_slurm_scripts(spec);
+  fmt::print("wrote {} (a job array of {} task{}, {} CPU{} each) and {} (the reports, after the array)\n",
+             scripts[0].string(), spec.tasks, spec.tasks == 1 ? "" : "s", spec.jobs * spec.threads,
+             spec.jobs * spec.threads == 1 ? "" : "s", scripts[1].string());
+  if (!f.submit) {
+    fmt::print("submit them with --submit, or by hand:\n  jid=$(sbatch --parsable {})\n  sbatch "
+               "--dependency=afterany:$jid {}\n",
+               scripts[0].string(), scripts[1].string());
+    return 0;
+  }
+  SlurmJobs jobs;
+  try {
+    jobs = submit_slurm(dir);
+  } catch (const std::runtime_error& e) {
+    fmt::print(stderr, "headroom: error: {}\n", e.what());
+    return 1;
+  }
+  fmt::print("slurm: submitted array job {} ({} tasks) and merge job {} (after the array)\n", jobs.array_id,
+             spec.tasks, jobs.merge_id);
+  fmt::print("follow it with: squeue -j {},{}; the reports appear in {} when job {} ends (its log: "
+             "{}/slurm/merge-{}.out)\n",
+             jobs.array_id, jobs.merge_id, dir.string(), jobs.merge_id, dir.string(), jobs.merge_id);
+  return 0;
+}
+
+int run_ablate(const AblateFlags& f) {
+  if (!f.merge.empty()) return run_merge(f);
+  if (f.out.empty() && f.resume.empty()) throw std::invalid_argument("--out is required (or --resume DIR)");
   if (f.jobs > static_cast<std::size_t>(kMaxThreads)) {  // a thread per job, capped as --threads is
     throw std::invalid_argument(fmt::format("--jobs {}: must be from 1 to {}", f.jobs, kMaxThreads));
   }
-  check_grid_size(spec, f.max_runs);  // before the grid is planned
-
-  const SweepPlan plan = plan_sweep(spec);
-  {
-    std::vector<TrainConfig> configs;
-    for (const PlannedRun& run : plan.runs) configs.push_back(run.config);
-    check_flags_read(f, configs);
-  }
-  const fs::path dir = f.out;
+  const Shard shard = shard_of(f);
+  const SweepPlan plan = plan_of(f);
+  const fs::path dir = f.resume.empty() ? fs::path(f.out) : fs::path(f.resume);
   check_sweep_dir(dir, plan);  // before anything is written
+  if (f.slurm) return run_slurm(f, plan, dir);  // the nodes' memory is not this machine's
   check_sweep_memory(plan, f.jobs);
 
   if (!f.quiet) {
@@ -139,7 +208,21 @@ int run_ablate(const AblateFlags& f) {
   outcome = run_sweep(plan, options);
   board.close();
 
-  report(plan, dir, f.target_acc);
+  if (!outcome.held_elsewhere.empty()) {  // also under --quiet: the report is not yet whole
+    std::string ids;
+    for (std::size_t i = 0; i < outcome.held_elsewhere.size() && i < 10; ++i) {
+      ids += (i == 0 ? "" : ", ") + outcome.held_elsewhere[i];
+    }
+    fmt::print("{} run{} of this {} {} still trained by other processes: {}{}\n", outcome.held_elsewhere.size(),
+               outcome.held_elsewhere.size() == 1 ? "" : "s", shard.count > 1 ? "shard" : "sweep",
+               outcome.held_elsewhere.size() == 1 ? "is" : "are", ids,
+               outcome.held_elsewhere.size() > 10 ? ", ..." : "");
+  }
+  if (f.no_report) {
+    if (!f.quiet) fmt::print("reports not rebuilt (--no-report): headroom ablate --merge {0} --out {0} does it\n", dir.string());
+  } else {
+    report(plan, dir, f.target_acc);
+  }
   for (const auto& [id, error] : outcome.failed) fmt::print("failed: {}: {}\n", id, error);
   if (outcome.interrupted) {
     fmt::print("interrupted: {} run{} stopped with a checkpoint, {} finished; run the same command again to "
@@ -190,11 +273,18 @@ Run add_ablate_command(CLI::App& app) {
       grid->add_option("--seeds", f->seeds, "Seeds per point: a count N (seeds 0..N-1) or a list 0,5,9 (default 3)")
           ->check(parsed_by([](const std::string& t) { parse_seeds(t); }, "N|LIST"));
   CLI::Option* jobs = grid->add_option("--jobs", f->jobs,
-                                       "Runs trained side by side, one thread each, at most 256 (default: the CPU count)")
+                                       "Runs trained side by side, one thread each, at most 256 (default: the CPU count; 1 per array task "
+                                       "with --slurm)")
                           ->check(kCount);
   CLI::Option* shard =
-      grid->add_option("--shard", f->shard, "Run only the K-th of N slices of the grid (run index mod N), e.g. 2/3")
-          ->check(parsed_by([](const std::string& t) { parse_shard(t); }, "K/N"));
+      grid->add_option("--shard", f->shard,
+                       "Run only the K-th of N slices of the grid (run index mod N), e.g. 2/3; auto: this task's "
+                       "slice of a Slurm or Grid Engine job array (SLURM_ARRAY_TASK_ID, ...)")
+          ->check(parsed_by(
+              [](const std::string& t) {
+                if (t != "auto") parse_shard(t);
+              },
+              "K/N|auto"));
   CLI::Option* max_runs =
       grid->add_option("--max-runs", f->max_runs,
                        fmt::format("Refuse a grid of more runs than this, seeds included (default {})", kDefaultMaxRuns))
@@ -204,22 +294,54 @@ Run add_ablate_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   CLI::Option* config =
       cmd->add_option("--config", f->config_file, "Read the base settings from a JSON file like a run's config.json");
-  cmd->add_option("--out", f->out,
-                  "The sweep's directory: sweep.json, runs/<id>/, results.csv, summary.md, *.svg, report.html")
-      ->required();
+  CLI::Option* out = cmd->add_option(
+      "--out", f->out,
+      "The sweep's directory (required): sweep.json, runs/<id>/, results.csv, summary.md, *.svg, report.html; "
+      "processes on any machines may share it, each run is trained by one at a time");
   CLI::Option* merge = cmd->add_option(
-      "--merge", f->merge, "Merge these shard directories of one sweep into --out and rebuild its reports");
+      "--merge", f->merge,
+      "Merge these shard directories of one sweep into --out and rebuild its reports (--merge DIR --out DIR: "
+      "rebuild DIR's); exit status 1 when a run is finished in none of them");
+  CLI::Option* resume = cmd->add_option(
+      "--resume", f->resume,
+      "Train the unfinished runs of the sweep in DIR as DIR/sweep.json defines them (no grid or training flags; "
+      "what each Slurm array task runs)");
+  CLI::Option* no_report =
+      cmd->add_flag("--no-report", f->no_report, "Do not rebuild the reports at the end (the merge job does)");
   cmd->add_flag("-q,--quiet", f->quiet, "Print only the summary");
 
-  // A merge takes its sweep from the shards' sweep.json.
-  merge->excludes(config)->excludes(heads)->excludes(dk)->excludes(kv)->excludes(sweep)->excludes(seeds);
-  merge->excludes(jobs)->excludes(shard)->excludes(max_runs);
-  for (CLI::Option_group* g : {groups.model, groups.data, groups.training}) {
-    for (CLI::Option* o : g->get_options()) {
-      if (o != g->get_help_ptr()) merge->excludes(o);
+  CLI::Option_group* cluster = cmd->add_option_group("Slurm");
+  CLI::Option* slurm = cluster->add_flag(
+      "--slurm", f->slurm,
+      "Write the sweep as a Slurm job array, DIR/slurm/array.sbatch, and a merge job that builds the reports, "
+      "DIR/slurm/merge.sbatch; train nothing here");
+  CLI::Option* tasks =
+      cluster->add_option("--tasks", f->tasks, "Array tasks, each a shard of the grid (default: one per run)")
+          ->check(kCount);
+  CLI::Option* sbatch = cluster->add_option(
+      "--sbatch", f->sbatch,
+      "One more #SBATCH option for both scripts, written with '=': --sbatch=--time=1:00:00 (repeatable)");
+  CLI::Option* submit = cluster->add_flag(
+      "--submit", f->submit, "Submit both with sbatch, the merge with --dependency=afterany on the array");
+  for (CLI::Option* o : {tasks, sbatch, submit}) o->needs(slurm);
+  slurm->excludes(shard)->excludes(no_report);
+
+  // A merge, and a resumed sweep, take the sweep from sweep.json.
+  for (CLI::Option* from_file : {merge, resume}) {
+    from_file->excludes(config)->excludes(heads)->excludes(dk)->excludes(kv)->excludes(sweep)->excludes(seeds);
+    from_file->excludes(max_runs);
+    for (CLI::Option_group* g : {groups.model, groups.data, groups.training}) {
+      for (CLI::Option* o : g->get_options()) {
+        if (o != g->get_help_ptr()) from_file->excludes(o);
+      }
     }
   }
-  return [f] { return run_ablate(*f); };
+  merge->excludes(jobs)->excludes(shard)->excludes(resume)->excludes(no_report)->excludes(slurm);
+  resume->excludes(out);
+  return [f, jobs] {
+    f->jobs_given = jobs->count() > 0;
+    return run_ablate(*f);
+  };
 }
 
 }  // namespace headroom::cli

@@ -24,7 +24,11 @@ void SweepBoard::operator()(const SweepEvent& e) {
       start_ = Clock::now();
       break;
     case Kind::started:
-      --queued_;
+      if (elsewhere_.erase(e.run->id) > 0) {  // its process died: it is ours after all
+        steps_to_do_ += e.run->config.optim.steps - e.from_step;
+      } else if (queued_ > 0) {
+        --queued_;
+      }
       ++running_;
       if (e.from_step > 0) say(fmt::format("{}: resuming from its checkpoint at step {}", e.run->id, e.from_step));
       redraw(true);
@@ -49,6 +53,23 @@ void SweepBoard::operator()(const SweepEvent& e) {
     case Kind::failed:
       ended(fmt::format("{} failed: {}", e.run->id, e.error), false);
       break;
+    case Kind::elsewhere: {
+      // Queued here, but another process's: held (it may come back here if that
+      // process dies), or finished (by a process that held it).
+      const bool was_held = elsewhere_.erase(e.run->id) > 0;
+      if (!was_held) {
+        if (queued_ > 0) --queued_;
+        steps_to_do_ -= std::min(steps_to_do_, e.steps_left);
+      }
+      if (e.held) {
+        elsewhere_.insert(e.run->id);
+      } else {
+        ++done_;
+        say(fmt::format("[{}/{}] {}: finished by another process", done_, total_, e.run->id));
+      }
+      redraw(true);
+      break;
+    }
   }
 }
 
@@ -65,7 +86,8 @@ std::string SweepBoard::status() const {
   } else if (steps_to_do_ <= steps_done_ && steps_done_ > 0) {
     eta = "0:00";
   }
-  return fmt::format("{}/{} done, {} running, {} queued, elapsed {}, ETA {}", done_, total_, running_, queued_,
+  return fmt::format("{}/{} done, {} running, {} queued{}, elapsed {}, ETA {}", done_, total_, running_, queued_,
+                     elsewhere_.empty() ? std::string() : fmt::format(", {} in other processes", elsewhere_.size()),
                      duration(elapsed), eta);
 }
 

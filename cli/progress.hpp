@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <set>
 #include <string>
 
 #include "ablate/sweep.hpp"
@@ -33,6 +34,7 @@ class SweepBoard {
   bool live_, quiet_, drawn_ = false;
   std::size_t total_ = 0, done_ = 0, queued_ = 0, running_ = 0;
   std::size_t steps_to_do_ = 0, steps_done_ = 0;
+  std::set<std::string> elsewhere_;  // queued runs another process holds
   Clock::time_point start_{}, last_draw_{};
 };
 

@@ -40,6 +40,12 @@ fs::path TempDir::write(const std::string& name, const std::string& bytes) const
   return file;
 }
 
+std::string this_host() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "an unknown host";
+  return host;
+}
+
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

@@ -53,6 +53,9 @@ class TempDir {
 // The bytes of a file; "" when it cannot be read.
 std::string read_file(const std::filesystem::path& path);
 
+// This machine's host name (gethostname), as lock files and attempts.log name it.
+std::string this_host();
+
 // The lines of a text, without their newlines.
 std::vector<std::string> lines_of(const std::string& text);
 // The comma-separated cells of a CSV line: "a,,b," is four cells, the last two empty.

@@ -148,7 +148,7 @@ TEST_CASE("a second process training into a locked directory is refused in one l
   CHECK(error_line(r.output) ==
         fmt::format("error: output directory {} is in use by another headroom process (pid {}); wait for it, or "
                     "choose another --out",
-                    tmp.path().string(), ::getpid()));
+                    tmp.path().string(), fmt::format("{} on {}", ::getpid(), this_host())));
   CHECK_FALSE(fs::exists(tmp / "config.json"));
 }
 

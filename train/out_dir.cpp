@@ -25,6 +25,11 @@ namespace fs = std::filesystem;
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
+bool is_kept_entry(const std::string& name) {
+  return std::find_if(kKeptEntries.begin(), kKeptEntries.end(), [&](const char* e) { return name == e; }) !=
+         kKeptEntries.end();
+}
+
 bool is_run_entry(const std::string& name) {
   return std::find_if(kRunEntries.begin(), kRunEntries.end(), [&](const char* e) { return name == e; }) !=
          kRunEntries.end();
@@ -65,7 +70,7 @@ std::string some_entries(const std::vector<std::string>& names) {
 
 struct Contents {
   std::vector<std::string> run;    // the run's own entries present
-  std::vector<std::string> other;  // everything else but the lock file
+  std::vector<std::string> other;  // everything else but kKeptEntries
 };
 
 Contents contents_of(const fs::path& dir) {
@@ -73,7 +78,7 @@ Contents contents_of(const fs::path& dir) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name == kLockFile || temporary_pid(name, false)) continue;
+    if (is_kept_entry(name) || temporary_pid(name, false)) continue;
     const std::string shown = name + (e.is_directory(ec) ? "/" : "");
     (is_run_entry(name) ? c.run : c.other).push_back(shown);
   }
@@ -131,37 +136,75 @@ RunDirLock::~RunDirLock() {
   if (fd_ >= 0) ::close(fd_);  // closing releases the flock
 }
 
-RunDirLock RunDirLock::acquire(const fs::path& dir) {
+namespace {
+
+enum class LockWait { no, yes };
+
+// "PID on HOST" of this process.
+std::string holder_text() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return fmt::format("{} on {}", ::getpid(), host[0] != '\0' ? host : "an unknown host");
+}
+
+// The lock's descriptor, or -1 when another process holds it and `wait` is no.
+int lock_fd(const fs::path& dir, LockWait wait, std::string* holder) {
   const fs::path file = dir / kLockFile;
   const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) bad(fmt::format("cannot create lock file {}: {}", file.string(), std::strerror(errno)));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  int rc;
+  do {
+    rc = ::flock(fd, LOCK_EX | (wait == LockWait::no ? LOCK_NB : 0));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
     const int err = errno;
-    char pid[32] = {};
-    const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+    char text[300] = {};
+    const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
     ::close(fd);
-    const std::string holder = n > 0 ? fmt::format(" (pid {})", std::string(pid, static_cast<std::size_t>(n))) : "";
     if (err == EWOULDBLOCK) {
-      bad(fmt::format("output directory {} is in use by another headroom process{}; wait for it, or choose "
-                      "another --out",
-                      dir.string(), holder));
+      if (holder != nullptr && n > 0) *holder = std::string(text, static_cast<std::size_t>(n));
+      return -1;
     }
     bad(fmt::format("cannot lock {}: {}", file.string(), std::strerror(err)));
   }
-  // The holder's PID, for the message of the next one; a failure here costs only that.
-  const std::string me = std::to_string(::getpid());
+  // The holder, for the message of the next one; a failure here costs only that.
+  const std::string me = holder_text();
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, me.data(), me.size(), 0);
+  return fd;
+}
+
+}  // namespace
+
+RunDirLock RunDirLock::acquire(const fs::path& dir) {
+  std::string holder;
   RunDirLock lock;
-  lock.fd_ = fd;
+  lock.fd_ = lock_fd(dir, LockWait::no, &holder);
+  if (!lock.held()) {
+    bad(fmt::format("output directory {} is in use by another headroom process{}; wait for it, or choose "
+                    "another --out",
+                    dir.string(), holder.empty() ? "" : fmt::format(" (pid {})", holder)));
+  }
   return lock;
 }
 
-RunDirLock open_out_dir(const fs::path& dir, OutDirUse use) {
+RunDirLock RunDirLock::try_acquire(const fs::path& dir) {
+  RunDirLock lock;
+  lock.fd_ = lock_fd(dir, LockWait::no, nullptr);
+  return lock;
+}
+
+RunDirLock RunDirLock::wait(const fs::path& dir) {
+  RunDirLock lock;
+  lock.fd_ = lock_fd(dir, LockWait::yes, nullptr);
+  return lock;
+}
+
+RunDirLock open_out_dir(const fs::path& dir, OutDirUse use, bool locked) {
   const bool has_run = check_out_dir(dir, use);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) bad(fmt::format("cannot create output directory {}: {}", dir.string(), ec.message()));
-  RunDirLock lock = RunDirLock::acquire(dir);
+  RunDirLock lock = locked ? RunDirLock() : RunDirLock::acquire(dir);
   if (has_run && use == OutDirUse::overwrite) {
     for (const char* entry : kRunEntries) {
       fs::remove_all(dir / entry, ec);
@@ -189,6 +232,8 @@ std::size_t remove_stale_temporaries(const fs::path& dir, bool all) {
   }
   return removed;
 }
+
+bool is_temporary_name(const std::string& name) { return temporary_pid(name, false).has_value(); }
 
 fs::path default_out_dir(const TrainConfig& config, const fs::path& root) {
   const std::string name =

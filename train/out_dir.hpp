@@ -3,6 +3,8 @@
 // (docs/cli/train.md, "Output directories").
 //
 //     DIR/.lock                           the advisory lock (flock) of the run training into DIR
+//     DIR/attempts.log                    headroom ablate's record of the processes that trained
+//                                         here (ablate/sweep.hpp); like the lock, not a run entry
 //     DIR/config.json, metrics.csv,       the run's own entries (kRunEntries); --overwrite
 //     DIR/model.safetensors, checkpoints/ removes exactly these
 //     DIR/tracked_heads.csv, .svg         (train --track-heads)
@@ -24,14 +26,27 @@ namespace headroom {
 inline constexpr std::array<const char*, 6> kRunEntries{"config.json", "metrics.csv", "model.safetensors",
                                                         "checkpoints", "tracked_heads.csv", "tracked_heads.svg"};
 inline constexpr const char* kLockFile = ".lock";
+// Entries a directory may hold beside a run, or alone, that say nothing about the run:
+// check_out_dir ignores them and --overwrite keeps them.
+inline constexpr std::array<const char*, 2> kKeptEntries{kLockFile, "attempts.log"};
 
 enum class OutDirUse {
-  fresh,      // DIR must be missing, empty, or hold only a lock file
+  fresh,      // DIR must be missing, empty, or hold only kKeptEntries
   overwrite,  // as fresh, or DIR holds a run whose entries are removed first
   resume,     // DIR holds the run to continue
 };
 
 // The run's advisory lock: an flock(LOCK_EX) on DIR/.lock, held while this lives.
+// The file holds the holder's "PID on HOST", for the message of the next one.
+//
+// On a local file system the kernel drops the lock when its process dies, however it
+// dies. On NFS, Linux clients turn flock into a POSIX lock on the whole file that the
+// server's lock manager arbitrates (NLM for NFSv3, the protocol itself for v4), so it
+// is exclusive across machines too, and a dead client's locks lapse with its lease.
+// Under that emulation locks belong to the process, not to the open file: a second
+// acquire of a lock this process holds succeeds, and closing any descriptor of the
+// file drops it. Callers therefore never take one directory's lock twice, and never
+// open a held lock file otherwise (docs/design.md #24).
 class RunDirLock {
  public:
   RunDirLock() = default;
@@ -44,6 +59,11 @@ class RunDirLock {
   // Takes the lock of `dir` (which must exist), or throws std::invalid_argument
   // naming the directory and, when it can, the process that holds it.
   static RunDirLock acquire(const std::filesystem::path& dir);
+  // As acquire, but a lock held by another process is not an error: the result is
+  // then not held(). Other failures (no such directory, no permission) throw.
+  static RunDirLock try_acquire(const std::filesystem::path& dir);
+  // As acquire, but waits for another holder to let go.
+  static RunDirLock wait(const std::filesystem::path& dir);
   bool held() const { return fd_ >= 0; }
 
  private:
@@ -56,8 +76,10 @@ class RunDirLock {
 // config.json or checkpoints/. One that does is refused for fresh (naming what it
 // holds, --resume and --overwrite); a non-empty one that does not is refused for
 // fresh and overwrite alike, naming a few of its entries, and nothing in it is
-// touched. Errors are std::invalid_argument with one line naming `dir`.
-RunDirLock open_out_dir(const std::filesystem::path& dir, OutDirUse use);
+// touched. Errors are std::invalid_argument with one line naming `dir`. With
+// `locked`, the caller already holds `dir`'s lock (headroom ablate's runner claims a
+// run by its lock before it trains it): nothing is locked, and the result is empty.
+RunDirLock open_out_dir(const std::filesystem::path& dir, OutDirUse use, bool locked = false);
 
 // open_out_dir's checks alone: touches nothing, so a caller can refuse a directory
 // before it prints or allocates anything. Returns whether `dir` holds a run.
@@ -68,6 +90,10 @@ bool check_out_dir(const std::filesystem::path& dir, OutDirUse use);
 // (kill(pid, 0) fails with ESRCH), or all of them when `all` (the caller holds the
 // run's lock, so no live process of ours writes there). Returns how many it removed.
 std::size_t remove_stale_temporaries(const std::filesystem::path& dir, bool all);
+
+// Whether a name in a directory is one of write_file_atomically's temporaries
+// (NAME.tmp.PID.N), which check_out_dir also passes over.
+bool is_temporary_name(const std::string& name);
 
 // Where `headroom train` writes when not told: root/<task>, or root/<stem of the
 // text file>, or the first of root/<name>-2, root/<name>-3, ... that a new run may

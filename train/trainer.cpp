@@ -281,7 +281,7 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOp
     const OutDirUse use = options.resume      ? OutDirUse::resume
                           : options.overwrite ? OutDirUse::overwrite
                                               : OutDirUse::fresh;
-    lock = open_out_dir(options.out_dir, use);
+    lock = open_out_dir(options.out_dir, use, options.out_dir_locked);
   } else if (options.resume) {
     throw std::invalid_argument("resume needs the run's output directory");
   }

@@ -78,6 +78,7 @@ struct TrainOptions {
   std::string out_dir;  // config.json, metrics.csv, checkpoints/, model.safetensors; "" writes nothing
   bool resume = false;  // continue from out_dir's newest checkpoint (its recorded config must match)
   bool overwrite = false;  // out_dir may hold a run: its entries are removed first
+  bool out_dir_locked = false;  // the caller holds out_dir's RunDirLock (headroom ablate's runner)
   std::size_t stop_after = 0;  // > 0: stop after this step with a checkpoint, as an interrupt does
   std::function<void(const Progress&)> on_progress;  // after every step
   std::function<bool()> stop_requested;             // polled after every step (Ctrl-C)
