@@ -36,7 +36,8 @@ done
 state=$(mktemp -d "${TMPDIR:-/tmp}/headroom-slurm.XXXXXX")
 chmod 0711 "$state"  # munged's socket is below it: every directory above must be o+x
 # Always: stop the daemons, check that none of the cluster's processes is left (their
-# command lines name the state dir; a zombie has none), remove the dir.
+# command lines name the state dir; a zombie has none), remove the dir (kept, with
+# the scripts, logs and daemon logs, under TEST_SLURM_KEEP=1).
 cleanup() {
   local rc=$? left
   "$here/slurm/cluster.sh" stop "$state/cluster" || rc=1
@@ -45,7 +46,11 @@ cleanup() {
     echo "$left" >&2
     rc=1
   fi
-  rm -rf "$state"
+  if [ "${TEST_SLURM_KEEP:-}" = 1 ]; then
+    echo "test_slurm: kept $state (TEST_SLURM_KEEP=1)" >&2
+  else
+    rm -rf "$state"
+  fi
   exit $rc
 }
 trap cleanup EXIT
@@ -69,38 +74,35 @@ ref="$state/ref"
 # --- the Slurm part: submit, wait for the merge job, check both jobs.
 cd "$state"
 slurm_start=$(date +%s.%N)
-# A stand-in for `headroom ablate ... --slurm --tasks 4 --submit` until that lands.
-# It plans first, as --slurm does: a shard that selects no run (9 of 9, on 8 runs)
-# writes DIR/sweep.json and trains nothing. Without it the 4 tasks race to create
-# DIR, and one that finds DIR begun by another but without sweep.json yet refuses
-# it ("is not empty and holds no sweep.json"). Then task K of the array runs shard
-# K/4 of the grid into the one shared DIR.
-"$headroom" ablate "${sweep[@]}" --shard 9/9 --out "$dir" >"$state/plan.out" 2>&1 \
-  || { cat "$state/plan.out" >&2; echo "test_slurm: FAIL: planning the sweep into $dir failed" >&2; exit 1; }
+# `ablate --slurm --submit` plans the grid into DIR (sweep.json), writes
+# DIR/slurm/array.sbatch (task K runs `--resume DIR --shard auto`: shard K/4) and
+# DIR/slurm/merge.sbatch, and submits both, the merge after the array. --sbatch adds
+# an #SBATCH line to both scripts; a time limit of 10 minutes is harmless here.
 slurm_dir="$dir/slurm"
-mkdir -p "$slurm_dir"
-cat >"$slurm_dir/array.sbatch" <<EOF
-#!/bin/bash
-#SBATCH --job-name=headroom-sweep
-#SBATCH --array=1-$tasks
-#SBATCH --ntasks=1
-#SBATCH --cpus-per-task=1
-#SBATCH --output=$slurm_dir/array-%A_%a.out
-set -euo pipefail
-echo "array task \$SLURM_ARRAY_TASK_ID: shard \$SLURM_ARRAY_TASK_ID/$tasks"
-exec "$headroom" ablate ${sweep[*]} --shard \$SLURM_ARRAY_TASK_ID/$tasks --jobs 1 --out "$dir"
-EOF
-cat >"$slurm_dir/merge.sbatch" <<EOF
-#!/bin/bash
-#SBATCH --job-name=headroom-merge
-#SBATCH --ntasks=1
-#SBATCH --output=$slurm_dir/merge-%j.out
-set -euo pipefail
-exec "$headroom" ablate --merge "$dir" --out "$dir"
-EOF
-array_id=$(sbatch --parsable "$slurm_dir/array.sbatch")
-merge_id=$(sbatch --parsable --dependency=afterany:"$array_id" "$slurm_dir/merge.sbatch")
-echo "test_slurm: submitted array job $array_id ($tasks tasks) and merge job $merge_id (after the array)"
+if ! "$headroom" ablate "${sweep[@]}" --out "$dir" --slurm --tasks "$tasks" --sbatch=--time=10 --submit \
+     >"$state/submit.out" 2>&1; then
+  cat "$state/submit.out" >&2
+  echo "test_slurm: FAIL: headroom ablate --slurm --submit failed" >&2
+  exit 1
+fi
+line_re='^slurm: submitted array job ([0-9]+) \(([0-9]+) tasks\) and merge job ([0-9]+) \(after the array\)$'
+submitted=$(grep -E "$line_re" "$state/submit.out" || true)
+if [ -z "$submitted" ]; then
+  cat "$state/submit.out" >&2
+  echo "test_slurm: FAIL: no line 'slurm: submitted array job ID (N tasks) and merge job ID2 (after the array)'" >&2
+  exit 1
+fi
+[[ "$submitted" =~ $line_re ]]
+array_id=${BASH_REMATCH[1]}
+merge_id=${BASH_REMATCH[3]}
+[ "${BASH_REMATCH[2]}" = "$tasks" ] || fail "submitted ${BASH_REMATCH[2]} array tasks, not $tasks"
+echo "test_slurm: $submitted"
+grep -qxF "#SBATCH --array=1-$tasks" "$slurm_dir/array.sbatch" \
+  || fail "$slurm_dir/array.sbatch has no line '#SBATCH --array=1-$tasks'"
+for script in array merge; do
+  grep -qxF '#SBATCH --time=10' "$slurm_dir/$script.sbatch" \
+    || fail "$slurm_dir/$script.sbatch has no line '#SBATCH --time=10' (from --sbatch=--time=10)"
+done
 # The merge job waits for the array: asked at once, before any task can have ended
 # (the scheduler starts jobs a second apart at the soonest).
 dependency=$(scontrol -o show job "$merge_id" | grep -oE 'Dependency=[^ ]*' || true)
@@ -171,15 +173,15 @@ for k in $(seq 1 "$tasks"); do
   log="$slurm_dir/array-${array_id}_$k.out"
   if [ ! -f "$log" ]; then
     fail "no log $log of array task $k"
-  elif ! grep -q "shard $k/$tasks" "$log"; then
-    fail "$log does not name shard $k/$tasks"
+  elif ! grep -qF "runs in this shard ($k/$tasks)" "$log"; then
+    fail "$log does not name shard $k/$tasks ('... runs in this shard ($k/$tasks): ...')"
   fi
 done
 n_logs=$(find "$slurm_dir" -name "array-${array_id}_*.out" | wc -l)
 [ "$n_logs" -eq "$tasks" ] || fail "$n_logs array task logs in $slurm_dir, not $tasks"
-# No run trained twice, none left out: each of the 8 is reported finished ("[i/n]
-# RUN: ...") in exactly one task's log.
-trained=$(cat "$slurm_dir"/array-"${array_id}"_*.out 2>/dev/null | sed -n 's/^\[[0-9]*\/[0-9]*\] \([^:]*\): .*/\1/p' | sort)
+# No run trained twice, none left out: each of the 8 is reported trained ("[i/n]
+# RUN: val loss ...") in exactly one task's log.
+trained=$(cat "$slurm_dir"/array-"${array_id}"_*.out 2>/dev/null | sed -n 's/^\[[0-9]*\/[0-9]*\] \([^:]*\): val loss .*/\1/p' | sort)
 n_trained=$(grep -c . <<<"$trained" || true)
 twice=$(uniq -d <<<"$trained")
 [ -z "$twice" ] || fail "trained by more than one array task: $(echo $twice)"
@@ -211,7 +213,7 @@ elif [ -f "$ref/results.csv" ]; then
   fi
 fi
 
-echo "test_slurm: wall time of the 8 runs: ${slurm_wall} s on Slurm (plan, submit, $tasks array tasks, merge job), ${ref_wall} s in one process (--jobs 1)"
+echo "test_slurm: wall time of the 8 runs: ${slurm_wall} s on Slurm (ablate --slurm --submit to the merge job's end, $tasks array tasks), ${ref_wall} s in one process (--jobs 1)"
 if [ $failed -ne 0 ]; then
   show_logs
   echo "test_slurm: FAIL" >&2
