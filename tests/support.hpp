@@ -56,6 +56,10 @@ std::string read_file(const std::filesystem::path& path);
 // This machine's host name (gethostname), as lock files and attempts.log name it.
 std::string this_host();
 
+// An ablate sweep's results.csv without its last two columns, the timing ones
+// (wall_s, tokens_per_s), which differ between any two runs of the same config.
+std::string results_without_timing(const std::filesystem::path& csv);
+
 // The lines of a text, without their newlines.
 std::vector<std::string> lines_of(const std::string& text);
 // The comma-separated cells of a CSV line: "a,,b," is four cells, the last two empty.

@@ -25,20 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// results.csv without its two timing columns (wall_s, tokens_per_s), which differ
-// between any two runs of the same config.
-std::string without_timing(const fs::path& csv) {
-  std::string out;
-  for (const std::string& line : lines_of(read_file(csv))) {
-    std::vector<std::string> f = fields(line);
-    REQUIRE(f.size() >= 2);
-    f.resize(f.size() - 2);
-    for (const std::string& c : f) out += c + ",";
-    out += "\n";
-  }
-  return out;
-}
-
 // The tiny sweep of the end-to-end tests: 2 head counts x 2 seeds, ~0.1 s a run.
 const std::string kTiny =
     "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 30 --warmup 5 --eval-every 10 "
@@ -390,10 +376,10 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
     CHECK(again.output.find("3 finished before (skipped), 1 to run") != std::string::npos);
     CHECK(again.output.find("] h2-dk8-s1: val loss") != std::string::npos);
     CHECK(again.output.find("] h2-dk8-s0:") == std::string::npos);
-    CHECK(without_timing(dir / "results.csv") == [&] {
+    CHECK(results_without_timing(dir / "results.csv") == [&] {
       fs::path old = dir / "old.csv";
       std::ofstream(old) << before;
-      return without_timing(old);
+      return results_without_timing(old);
     }());
   }
   SUBCASE("an interrupted run resumes from its newest checkpoint and ends as if never stopped") {
@@ -409,7 +395,7 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
     CHECK(again.output.find("(1 resumed from checkpoints)") != std::string::npos);
     CHECK(again.output.find("h4-dk4-s1: resuming from its checkpoint at step 20") != std::string::npos);
     std::ofstream(dir / "old.csv") << before;
-    CHECK(without_timing(dir / "results.csv") == without_timing(dir / "old.csv"));
+    CHECK(results_without_timing(dir / "results.csv") == results_without_timing(dir / "old.csv"));
   }
   SUBCASE("another sweep in the same directory is refused") {
     const CliResult other = run_headroom(kTiny + " --lr 0.01 --out " + dir.string());
@@ -470,7 +456,7 @@ TEST_CASE("headroom ablate: two shards merged give the unsharded results") {
   INFO(m.output);
   REQUIRE(m.status == 0);
   CHECK(m.output.find("4 runs brought in, 0 already there, 4 of 4 finished") != std::string::npos);
-  CHECK(without_timing(merged / "results.csv") == without_timing(whole / "results.csv"));
+  CHECK(results_without_timing(merged / "results.csv") == results_without_timing(whole / "results.csv"));
   CHECK(fs::exists(merged / "report.html"));
   CHECK(fs::exists(merged / "runs" / "h4-dk4-s1" / "metrics.csv"));
 

@@ -47,19 +47,6 @@ hr::Shard shard_in(const Env& env) {
   });
 }
 
-// results.csv without its two timing columns (wall_s, tokens_per_s).
-std::string without_timing(const fs::path& csv) {
-  std::string out;
-  for (const std::string& line : lines_of(read_file(csv))) {
-    std::vector<std::string> f = fields(line);
-    REQUIRE(f.size() >= 2);
-    f.resize(f.size() - 2);
-    for (const std::string& c : f) out += c + ",";
-    out += "\n";
-  }
-  return out;
-}
-
 // A headroom process started in the background, its output to a file.
 struct Child {
   pid_t pid = -1;
@@ -360,7 +347,7 @@ TEST_CASE("four processes on one sweep directory, one killed with SIGKILL mid-ru
   const CliResult r = run_headroom(kGrid + " --out " + alone.string());
   INFO(r.output);
   REQUIRE(r.status == 0);
-  CHECK(without_timing(dir / "results.csv") == without_timing(alone / "results.csv"));
+  CHECK(results_without_timing(dir / "results.csv") == results_without_timing(alone / "results.csv"));
   CHECK(lines_of(read_file(dir / "results.csv")).size() == 9);
 }
 
@@ -380,12 +367,12 @@ TEST_CASE("--resume DIR trains the sweep that DIR/sweep.json defines, and takes 
   REQUIRE(r.status == 0);
   const fs::path alone = tmp / "alone";
   REQUIRE(run_headroom(kSmall + " --out " + alone.string()).status == 0);
-  CHECK(without_timing(dir / "results.csv") == without_timing(alone / "results.csv"));
+  CHECK(results_without_timing(dir / "results.csv") == results_without_timing(alone / "results.csv"));
 
   // --merge DIR --out DIR rebuilds DIR's reports; status 1 while a run is missing.
   fs::remove(dir / "results.csv");
   CHECK(run_headroom("ablate --merge " + dir.string() + " --out " + dir.string()).status == 0);
-  CHECK(without_timing(dir / "results.csv") == without_timing(alone / "results.csv"));
+  CHECK(results_without_timing(dir / "results.csv") == results_without_timing(alone / "results.csv"));
   fs::remove(dir / "runs" / "h2-dk8-s1" / "result.json");
   const CliResult partial = run_headroom("ablate --merge " + dir.string() + " --out " + dir.string());
   CHECK(partial.status == 1);
@@ -435,7 +422,7 @@ TEST_CASE("--slurm writes an array script and a merge script for the grid, and t
   CHECK(m.status == 0);
   const fs::path alone = tmp / "alone";
   REQUIRE(run_headroom(kSmall + " --threads 2 --out " + alone.string()).status == 0);
-  CHECK(without_timing(dir / "results.csv") == without_timing(alone / "results.csv"));
+  CHECK(results_without_timing(dir / "results.csv") == results_without_timing(alone / "results.csv"));
 
   check_refused(kSmall + " --out " + (tmp / "t").string() + " --slurm --tasks 5", "--tasks 5: must be from 1 to");
   check_refused(kSmall + " --out " + (tmp / "t").string() + " --slurm --sbatch=time", "--sbatch 'time'");
