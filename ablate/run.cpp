@@ -40,6 +40,17 @@ std::size_t checkpoint_step(const fs::path& dir) {
   }
 }
 
+// The step an unfinished run resumes from: its newest checkpoint's, when that is
+// before its last step and its metrics.csv is there; else 0 (it starts over).
+std::size_t resume_step(const PlannedRun& run, const fs::path& dir) {
+  std::error_code ec;
+  const auto ckpt = latest_checkpoint(dir);
+  if (ckpt && fs::exists(dir / "metrics.csv", ec) && checkpoint_step(*ckpt) < run.config.optim.steps) {
+    return checkpoint_step(*ckpt);
+  }
+  return 0;
+}
+
 // What a run still has to do.
 struct Pending {
   const PlannedRun* run = nullptr;
@@ -109,11 +120,7 @@ constexpr const char* kFinishedMark = "finished";
 void clear_run_dir(const fs::path& run_dir) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(run_dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (std::find_if(kKeptEntries.begin(), kKeptEntries.end(), [&](const char* k) { return name == k; }) ==
-        kKeptEntries.end()) {
-      fs::remove_all(e.path());
-    }
+    if (!is_kept_entry(e.path().filename().string())) fs::remove_all(e.path());
   }
   if (ec) throw fs::filesystem_error("cannot read", run_dir, ec);
 }
@@ -160,13 +167,7 @@ class Claimer {
         continue;
       }
       state_[k] = State::ours;
-      Pending p{.run = &run, .from_step = 0};
-      std::error_code ec;
-      if (const auto ckpt = latest_checkpoint(dir);
-          ckpt && fs::exists(dir / "metrics.csv", ec) && checkpoint_step(*ckpt) < run.config.optim.steps) {
-        p.from_step = checkpoint_step(*ckpt);
-      }
-      return Claim{.pending = p, .lock = std::move(lock)};
+      return Claim{.pending = {.run = &run, .from_step = resume_step(run, dir)}, .lock = std::move(lock)};
     }
     return std::nullopt;
   }
@@ -275,13 +276,8 @@ SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
       if (const RunDirLock lock = RunDirLock::try_acquire(dir); lock.held()) remove_stale_temporaries(dir, true);
       continue;
     }
-    Pending p{.run = &run, .from_step = 0};
-    std::error_code ec;
-    if (const auto ckpt = latest_checkpoint(dir);
-        ckpt && fs::exists(dir / "metrics.csv", ec) && checkpoint_step(*ckpt) < run.config.optim.steps) {
-      p.from_step = checkpoint_step(*ckpt);
-      ++resumed;
-    }
+    const Pending p{.run = &run, .from_step = resume_step(run, dir)};
+    if (p.from_step > 0) ++resumed;
     steps_to_do += run.config.optim.steps - p.from_step;
     pending.push_back(p);
   }

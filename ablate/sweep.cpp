@@ -49,10 +49,7 @@ bool only_kept_entries(const fs::path& dir) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (!is_temporary_name(name) && std::find_if(kKeptEntries.begin(), kKeptEntries.end(), [&](const char* k) { return name == k; }) ==
-        kKeptEntries.end()) {
-      return false;
-    }
+    if (!is_temporary_name(name) && !is_kept_entry(name)) return false;
   }
   return true;
 }

@@ -25,11 +25,6 @@ namespace fs = std::filesystem;
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
-bool is_kept_entry(const std::string& name) {
-  return std::find_if(kKeptEntries.begin(), kKeptEntries.end(), [&](const char* e) { return name == e; }) !=
-         kKeptEntries.end();
-}
-
 bool is_run_entry(const std::string& name) {
   return std::find_if(kRunEntries.begin(), kRunEntries.end(), [&](const char* e) { return name == e; }) !=
          kRunEntries.end();
@@ -261,6 +256,11 @@ std::size_t remove_stale_temporaries(const fs::path& dir, bool all) {
     }
   }
   return removed;
+}
+
+bool is_kept_entry(const std::string& name) {
+  return std::find_if(kKeptEntries.begin(), kKeptEntries.end(), [&](const char* e) { return name == e; }) !=
+         kKeptEntries.end();
 }
 
 bool is_temporary_name(const std::string& name) { return temporary_pid(name, false).has_value(); }

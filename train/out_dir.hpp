@@ -29,6 +29,7 @@ inline constexpr const char* kLockFile = ".lock";
 // Entries a directory may hold beside a run, or alone, that say nothing about the run:
 // check_out_dir ignores them and --overwrite keeps them.
 inline constexpr std::array<const char*, 2> kKeptEntries{kLockFile, "attempts.log"};
+bool is_kept_entry(const std::string& name);
 
 enum class OutDirUse {
   fresh,      // DIR must be missing, empty, or hold only kKeptEntries
