@@ -2,6 +2,8 @@
 
 #include "autograd/parallel.hpp"
 
+#include <algorithm>
+
 #include <cblas.h>  // BLIS's or OpenBLAS's (autograd/CMakeLists.txt)
 #ifdef HEADROOM_BLAS_BLIS
 #include <blis.h>
@@ -10,14 +12,12 @@
 namespace headroom {
 namespace {
 
-#ifdef HEADROOM_BLAS_BLIS
-using blasint = f77_int;
-#endif
-
+#ifndef HEADROOM_BLAS_BLIS
 CBLAS_TRANSPOSE flag(bool t) { return t ? CblasTrans : CblasNoTrans; }
 blasint to_int(std::size_t v) { return static_cast<blasint>(v); }
 // BLAS requires leading dimensions of at least 1, even for empty operands.
 blasint to_ld(std::size_t v) { return static_cast<blasint>(v == 0 ? 1 : v); }
+#endif
 
 // Handles the shapes BLAS rejects or need not see: nothing to write (m or n zero),
 // or an empty inner dimension, where C = beta * C. Returns true if it did the work.
@@ -47,6 +47,45 @@ void serial_gemm(Fn fn, bool trans_a, bool trans_b, std::size_t m, std::size_t n
 }
 #endif
 
+#ifdef HEADROOM_BLAS_BLIS
+// C's rows (or columns, when C is wider than tall) in panels of this many, each
+// panel one single-threaded GEMM: the split dimension's panels pack their own A (or
+// B) rows and share nothing but the read-only other operand.
+constexpr std::size_t kPanelUnit = 16;
+
+// One GEMM, split into panels of C that the threads of parallel_for claim one at a
+// time (parallel.hpp) when there are several threads and the GEMM is large enough
+// for a panel to pay for its claim. Each element of C is one serial BLIS dot
+// product over all of k, whichever panel it falls in, so the result does not depend
+// on the thread count.
+template <typename T, typename Fn>
+void split_gemm(Fn fn, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  const bool rows = m >= n;  // split the larger side: the other operand is the one every panel re-packs
+  const std::size_t side = rows ? m : n, other = rows ? n : m;
+  const std::size_t units = (side + kPanelUnit - 1) / kPanelUnit;
+  const std::size_t unit_macs = kPanelUnit * other * k;
+  const std::size_t min_units = std::max<std::size_t>(1, (kMinGemmPanelMacs + unit_macs - 1) / unit_macs);
+  if (in_parallel_region() || parallel_chunks(units, min_units, /*calls_gemm=*/true) <= 1) {
+    serial_gemm(fn, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  parallel_for(
+      units, min_units,
+      [&](std::size_t u0, std::size_t u1) {
+        const std::size_t p0 = u0 * kPanelUnit, p1 = std::min(side, u1 * kPanelUnit);
+        if (rows) {  // C rows [p0, p1): op(A)'s rows, stored as rows of A or, transposed, its columns
+          serial_gemm(fn, trans_a, trans_b, p1 - p0, n, k, alpha, trans_a ? a + p0 : a + p0 * lda, lda, b, ldb,
+                      beta, c + p0 * ldc, ldc);
+        } else {  // C columns [p0, p1): op(B)'s columns, stored as columns of B or, transposed, its rows
+          serial_gemm(fn, trans_a, trans_b, m, p1 - p0, k, alpha, a, lda, trans_b ? b + p0 * ldb : b + p0, ldb,
+                      beta, c + p0, ldc);
+        }
+      },
+      /*calls_gemm=*/true);
+}
+#endif
+
 }  // namespace
 
 bool gemm_threads_per_call() {
@@ -63,13 +102,11 @@ void gemm<float>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
                  float beta, float* c, std::size_t ldc) {
   if (degenerate_gemm(m, n, k, beta, c, ldc)) return;
 #ifdef HEADROOM_BLAS_BLIS
-  if (in_parallel_region()) {
-    serial_gemm(bli_sgemm_ex, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-#endif
+  split_gemm(bli_sgemm_ex, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
   cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha,
               a, to_ld(lda), b, to_ld(ldb), beta, c, to_ld(ldc));
+#endif
 }
 
 template <>
@@ -78,13 +115,11 @@ void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
                   std::size_t ldb, double beta, double* c, std::size_t ldc) {
   if (degenerate_gemm(m, n, k, beta, c, ldc)) return;
 #ifdef HEADROOM_BLAS_BLIS
-  if (in_parallel_region()) {
-    serial_gemm(bli_dgemm_ex, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-#endif
+  split_gemm(bli_dgemm_ex, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
   cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha,
               a, to_ld(lda), b, to_ld(ldb), beta, c, to_ld(ldc));
+#endif
 }
 
 template <typename T>
@@ -98,7 +133,9 @@ template void transpose_into(float*, const float*, std::size_t, std::size_t, std
 template void transpose_into(double*, const double*, std::size_t, std::size_t, std::size_t);
 
 #ifdef HEADROOM_BLAS_BLIS
-void set_blas_threads(int threads) { bli_thread_set_num_threads(threads); }
+// headroom splits its GEMMs itself (split_gemm), so BLIS's own threads, whose
+// barriers spin, stay at one.
+void set_blas_threads(int) { bli_thread_set_num_threads(1); }
 #else
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 #endif

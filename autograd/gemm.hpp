@@ -17,6 +17,12 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 template <typename T>
 void transpose_into(T* dst, const T* src, std::size_t rows, std::size_t cols, std::size_t ld);
 
+// With BLIS, gemm() on several threads (set_threads) splits C into panels that the
+// threads claim one by one (parallel.hpp), each a serial BLIS GEMM, when every
+// panel gets at least this many multiply-adds: below it, handing a panel to another
+// thread costs more than it saves. With OpenBLAS, the library threads each GEMM.
+inline constexpr std::size_t kMinGemmPanelMacs = std::size_t{1} << 19;
+
 // Threads the GEMM library may use for each GEMM. set_threads() (parallel.hpp)
 // calls it; call that instead.
 void set_blas_threads(int threads);

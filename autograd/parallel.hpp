@@ -1,10 +1,14 @@
 // Threads for headroom's own loops, beside the GEMM library's.
 //
-// set_threads(n) is the one knob (the trainer's --threads): the GEMM library runs
-// each large GEMM on n threads, and parallel_for splits headroom's loops (attention
-// per (batch, kv head), LayerNorm and GELU rows, the optimizer's parameters) into n
-// contiguous chunks, the caller's thread taking the first. Chunks are fixed by n and
-// the loop's length alone, so a run is deterministic for a given n.
+// set_threads(n) is the one knob (the trainer's --threads). parallel_for splits
+// headroom's loops (attention per (batch, kv head), LayerNorm and GELU rows, the
+// optimizer's parameters) into up to kChunksPerThread * n contiguous chunks, and the
+// caller's thread and n - 1 workers claim them one by one; gemm() splits a large
+// GEMM into panels of C the same way (gemm.hpp). Chunks are fixed by n and the
+// loop's length alone, and each is computed the same way whichever thread claims
+// it, so a run is deterministic for a given n. Claiming instead of assigning is
+// what keeps n threads useful on a shared machine: a thread whose core is busy
+// with another process takes fewer chunks (docs/design.md, "Threads").
 //
 // Inside a chunk, parallel_for runs nested loops serially, and gemm() runs on one
 // thread (BLIS: a per-call thread count; OpenBLAS has none, so with OpenBLAS the
@@ -24,13 +28,21 @@ namespace headroom {
 void set_threads(int threads);
 int threads();  // the calling thread's
 
-// Runs body(begin, end) over contiguous chunks that cover [0, n), at most threads()
-// of them and none shorter than min_chunk (except when n itself is), in parallel,
-// and returns when all are done. The first exception a chunk throws is rethrown
+// Runs body(begin, end) over contiguous chunks that cover [0, n), parallel_chunks()
+// of them, in parallel, and returns when all are done. The first exception a chunk throws is rethrown
 // here after every chunk finished. calls_gemm: the body calls gemm(); such loops
 // stay serial when the GEMM library cannot run one call on one thread.
 void parallel_for(std::size_t n, std::size_t min_chunk, const std::function<void(std::size_t, std::size_t)>& body,
                   bool calls_gemm = false);
+
+// Chunks per thread: enough that a thread slowed by another process can hand most
+// of its share to the others, few enough that each still pays for its claim.
+inline constexpr std::size_t kChunksPerThread = 2;
+
+// The chunks parallel_for(n, min_chunk, ..., calls_gemm) makes on this thread: at
+// most kChunksPerThread * threads(), none shorter than min_chunk (unless n is), 1
+// inside a chunk or on one thread, 0 for n == 0.
+std::size_t parallel_chunks(std::size_t n, std::size_t min_chunk, bool calls_gemm = false);
 
 // headroom's loops hand parallel_for chunks of at least this many elements: below
 // it, waking a thread costs more than the work.

@@ -2,6 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <cmath>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -29,7 +32,7 @@ struct ThreadsGuard {
 };
 }  // namespace
 
-TEST_CASE("parallel_for covers 0..n-1 once, in contiguous chunks, on up to threads() threads") {
+TEST_CASE("parallel_for covers 0..n-1 once, in parallel_chunks() contiguous chunks, on up to threads() threads") {
   ThreadsGuard guard;
   for (const int threads : {1, 2, 3}) {
     hr::set_threads(threads);
@@ -38,22 +41,165 @@ TEST_CASE("parallel_for covers 0..n-1 once, in contiguous chunks, on up to threa
       CAPTURE(threads);
       CAPTURE(n);
       std::vector<int> hits(n, 0);
-      std::atomic<int> chunks{0};
       std::mutex m;
+      std::set<std::pair<std::size_t, std::size_t>> chunks;
       std::set<std::thread::id> ids;
       hr::parallel_for(n, 1, [&](std::size_t begin, std::size_t end) {
         REQUIRE(begin < end);
         for (std::size_t i = begin; i < end; ++i) ++hits[i];  // chunks are disjoint: no race
-        ++chunks;
         std::lock_guard lock(m);
+        chunks.emplace(begin, end);
         ids.insert(std::this_thread::get_id());
       });
       for (std::size_t i = 0; i < n; ++i) CHECK(hits[i] == 1);
-      const int expected = static_cast<int>(std::min<std::size_t>(n, static_cast<std::size_t>(threads)));
-      CHECK(chunks == expected);
-      CHECK(ids.size() == static_cast<std::size_t>(expected));
+      const std::size_t expected =
+          std::min(n, threads == 1 ? std::size_t{1} : hr::kChunksPerThread * static_cast<std::size_t>(threads));
+      CHECK(hr::parallel_chunks(n, 1) == expected);
+      CHECK(chunks.size() == expected);
+      // Chunk c is [c n / chunks, (c + 1) n / chunks), whichever thread claimed it.
+      std::size_t c = 0;
+      for (const auto& [begin, end] : chunks) {
+        CHECK(begin == c * n / expected);
+        CHECK(end == (c + 1) * n / expected);
+        ++c;
+      }
+      CHECK(ids.size() <= static_cast<std::size_t>(threads));
     }
   }
+  hr::set_threads(2);
+  CHECK(hr::parallel_chunks(0, 1) == 0);
+  CHECK(hr::parallel_chunks(100, 30) == 3);  // none shorter than min_chunk
+  CHECK(hr::parallel_chunks(100, 200) == 1);
+}
+
+TEST_CASE("a loop's chunks are shared out dynamically: a slow thread takes fewer") {
+  // One chunk on the worker sleeps long; the caller's thread claims the rest meanwhile.
+  ThreadsGuard guard;
+  hr::set_threads(2);
+  const auto caller = std::this_thread::get_id();
+  bool worker_slept = false;
+  for (int attempt = 0; attempt < 100 && !worker_slept; ++attempt) {
+    std::atomic<int> on_caller{0}, on_worker{0};
+    hr::parallel_for(4, 1, [&](std::size_t, std::size_t) {
+      if (std::this_thread::get_id() == caller) {
+        ++on_caller;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      } else {
+        ++on_worker;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+    CHECK(on_caller + on_worker == 4);
+    if (on_worker == 1) {
+      worker_slept = true;
+      CHECK(on_caller == 3);
+    }
+  }
+  CHECK(worker_slept);
+}
+
+TEST_CASE("after waiting long for a late worker, the pool runs the next loops on the caller alone, then shares again") {
+  // The late worker stands for one that another process kept off its core.
+  ThreadsGuard guard;
+  hr::set_threads(2);
+  const auto caller = std::this_thread::get_id();
+  const auto loop = [&](bool worker_late) {
+    std::atomic<int> on_worker{0};
+    hr::parallel_for(2, 1, [&](std::size_t, std::size_t) {
+      if (std::this_thread::get_id() == caller) {  // slow enough that the worker claims the other chunk
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+        return;
+      }
+      ++on_worker;
+      if (worker_late) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+    return on_worker.load();
+  };
+  // Until the worker takes a chunk and is late with it.
+  int late_loops = 0;
+  while (late_loops < 1000 && loop(true) == 0) ++late_loops;
+  REQUIRE(late_loops < 1000);
+  // The next 16 loops run every chunk on the caller's thread, with the same chunks.
+  for (int i = 0; i < 16; ++i) {
+    CAPTURE(i);
+    std::vector<std::pair<std::size_t, std::size_t>> chunks;
+    hr::parallel_for(10, 1, [&](std::size_t begin, std::size_t end) {
+      CHECK(std::this_thread::get_id() == caller);
+      CHECK(hr::in_parallel_region());
+      chunks.emplace_back(begin, end);
+    });
+    CHECK(chunks.size() == hr::parallel_chunks(10, 1));
+  }
+  // Then it shares again: within a few hundred on-time loops the worker takes chunks.
+  int shared = 0;
+  for (int i = 0; i < 500 && shared == 0; ++i) shared = loop(false);
+  CHECK(shared > 0);
+}
+
+TEST_CASE("gemm split into panels on 2 and 3 threads equals gemm on 1 thread, and repeats exactly") {
+  // C = alpha op(A) op(B) + beta C over both split directions (tall C: rows; wide C:
+  // columns), every transpose, panel edges that are not multiples of 16, in float
+  // and double; large enough that every panel holds kMinGemmPanelMacs.
+  ThreadsGuard guard;
+  struct Case {
+    std::size_t m, n, k;
+  };
+  const Case cases[] = {{1000, 70, 40}, {70, 1000, 40}, {333, 333, 64}, {4, 900, 300}};
+  const auto check = [&]<typename T>(T) {
+    hr::Rng rng(11);
+    for (const Case& s : cases) {
+      for (const bool ta : {false, true}) {
+        for (const bool tb : {false, true}) {
+          CAPTURE(s.m);
+          CAPTURE(s.n);
+          CAPTURE(s.k);
+          CAPTURE(ta);
+          CAPTURE(tb);
+          const std::size_t lda = ta ? s.m + 3 : s.k + 3, ldb = tb ? s.k + 2 : s.n + 2, ldc = s.n + 1;
+          std::vector<T> a((ta ? s.k : s.m) * lda), b((tb ? s.n : s.k) * ldb), c0(s.m * ldc);
+          for (auto& x : a) x = static_cast<T>(rng.normal());
+          for (auto& x : b) x = static_cast<T>(rng.normal());
+          for (auto& x : c0) x = static_cast<T>(rng.normal());
+          std::vector<std::vector<T>> results;
+          for (const int threads : {1, 2, 3, 2}) {
+            hr::set_threads(threads);
+            std::vector<T> c = c0;
+            hr::gemm<T>(ta, tb, s.m, s.n, s.k, T(0.75), a.data(), lda, b.data(), ldb, T(0.5), c.data(), ldc);
+            results.push_back(std::move(c));
+          }
+          // BLIS may pick other kernels for a panel than for the whole product (its
+          // small-matrix path has size thresholds), so across thread counts the sums
+          // agree to rounding; with the same count, exactly.
+          CHECK(results[1] == results[3]);
+          for (std::size_t t = 1; t <= 2; ++t) {
+            T worst = 0;
+            for (std::size_t i = 0; i < results[0].size(); ++i) {
+              worst = std::max(worst, std::abs(results[0][i] - results[t][i]) / (1 + std::abs(results[0][i])));
+            }
+            CHECK(worst <= (sizeof(T) == 4 ? T(1e-5) : T(1e-13)));
+          }
+          // And it is the product: one element per row against a plain dot product.
+          for (std::size_t i = 0; i < s.m; i += 37) {
+            const std::size_t j = (i * 7) % s.n;
+            long double dot = 0;
+            for (std::size_t p = 0; p < s.k; ++p) {
+              const T x = ta ? a[p * lda + i] : a[i * lda + p];
+              const T y = tb ? b[j * ldb + p] : b[p * ldb + j];
+              dot += static_cast<long double>(x) * y;
+            }
+            const long double want = 0.75L * dot + 0.5L * c0[i * ldc + j];
+            CHECK(std::abs(static_cast<long double>(results[0][i * ldc + j]) - want) <=
+                  (sizeof(T) == 4 ? 1e-3L : 1e-10L) * (1 + std::abs(want)));
+          }
+        }
+      }
+    }
+  };
+  check(float{});
+  check(double{});
+  // The cases split: with 2 threads each has more than one panel.
+  hr::set_threads(2);
+  CHECK(hr::parallel_chunks((1000 + 15) / 16, 1, true) > 1);
 }
 
 TEST_CASE("parallel_for: min_chunk keeps short loops on one thread, and nested loops run serially") {
