@@ -27,6 +27,8 @@ whatever libblas.so.3 it loads). --torch-blas native leaves torch on the system'
 libblas.so.3 (OpenBLAS on Debian).
 
 --scaling N measures headroom alone instead: 1 thread against N, alternating.
+With --contend, a spin loop keeps one core busy (pinned to the last CPU) through
+every run: a shared machine, where N threads must not be much slower than one.
 """
 
 import argparse
@@ -47,6 +49,7 @@ CONFIGS = {
     "tiny": (64, 4, 2, 32, 16),
     "small": (128, 8, 4, 64, 32),
     "medium": (256, 8, 4, 128, 16),
+    "large": (512, 8, 6, 256, 8),
     "llama-tiny": (64, 4, 2, 32, 16),
     "llama": (128, 8, 4, 64, 32),
 }
@@ -81,6 +84,8 @@ def parse_args():
     p.add_argument("--json", metavar="PATH", help="also write every run's JSON line to PATH")
     p.add_argument("--scaling", type=int, metavar="N",
                    help="instead of the comparison: headroom alone at 1 and N threads, alternating, and the speedup")
+    p.add_argument("--contend", action="store_true",
+                   help="with --scaling: keep one core busy with a spin loop (another process) through every run")
     p.add_argument("--torch-blas", choices=("same", "native"), default="same",
                    help="same: torch runs on the BLAS library headroom's benchmark links (default); "
                         "native: on the system's libblas.so.3")
@@ -90,6 +95,8 @@ def parse_args():
     if unknown or not names:
         p.error(f"unknown config {', '.join(unknown) or '(none)'}; choose from {', '.join(CONFIGS)}")
     a.configs = names
+    if a.contend and a.scaling is None:
+        p.error("--contend needs --scaling N (it compares 1 and N threads under the same load)")
     if a.scaling is not None and a.scaling < 2:
         p.error(f"--scaling must be >= 2 (threads to compare with one), got {a.scaling}")
     for flag in ("steps", "reps", "threads", "vocab"):
@@ -181,10 +188,29 @@ def thread_env(threads):
     return env
 
 
+def start_spinner():
+    """Another process, a plain busy loop pinned to the last CPU: the load of a shared machine."""
+    cpu = max(os.sched_getaffinity(0))
+    code = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    time.sleep(0.5)  # let it settle on its core
+    return proc, cpu
+
+
 def scaling(a):
     """headroom at 1 and a.scaling threads, alternating, per config: the speedup table."""
     started = time.time()
     load_before = os.getloadavg()
+    spinner, spin_cpu = start_spinner() if a.contend else (None, None)
+    try:
+        return scaling_runs(a, started, load_before, spin_cpu)
+    finally:
+        if spinner:
+            spinner.kill()
+            spinner.wait()
+
+
+def scaling_runs(a, started, load_before, spin_cpu):
     rows, all_runs = [], []
     for name in a.configs:
         runs = {1: [], a.scaling: []}
@@ -206,10 +232,12 @@ def scaling(a):
                      f"**{statistics.median(one) / statistics.median(many):.2f}**",
                      f"{statistics.median(paired):.2f} ({spread(paired, 2)})"])
     load_after = os.getloadavg()
-    print(f"headroom's training step at 1 and {a.scaling} threads (set_threads: the GEMM library's and headroom's "
+    load = (f" Another process spun on CPU {spin_cpu} through every run (--contend): a speedup below 1 is how "
+            f"much slower {a.scaling} threads are than one on a shared machine." if spin_cpu is not None else "")
+    print(f"headroom's training step at 1 and {a.scaling} threads (set_threads: the GEMM panels and headroom's "
           f"own loops), median ms over {a.steps} timed steps per run; median over {a.reps} alternating runs, "
           f"min-max in brackets. CPU: {cpu_model()}, {os.cpu_count()} cores. Load average (1 min) "
-          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; {time.time() - started:.0f} s in all.")
+          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; {time.time() - started:.0f} s in all.{load}")
     print()
     header = ["config", "d_model/heads/layers/T/B", "1 thread ms/step", f"{a.scaling} threads ms/step",
               "speedup", "paired speedup"]
