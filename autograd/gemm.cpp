@@ -1,8 +1,10 @@
 #include "autograd/gemm.hpp"
 
 #include "autograd/parallel.hpp"
+#include "autograd/small_gemm.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include <cblas.h>  // BLIS's or OpenBLAS's (autograd/CMakeLists.txt)
 #ifdef HEADROOM_BLAS_BLIS
@@ -31,23 +33,43 @@ bool degenerate_gemm(std::size_t m, std::size_t n, std::size_t k, T beta, T* c, 
   return true;
 }
 
-#ifdef HEADROOM_BLAS_BLIS
-// One GEMM on this thread alone, through BLIS's typed API: op(A) is (m, k), so a
+// One GEMM on this thread alone: small_gemm where it runs faster than the library
+// (small_gemm_fits), else the library, single-threaded (BLIS's typed API with a
+// per-call thread count), or OpenBLAS with its own threads. op(A) is (m, k), so a
 // stored A (row-major, row stride lda) is (m, k) or, transposed, (k, m).
-template <typename T, typename Fn>
-void serial_gemm(Fn fn, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+template <typename T>
+void serial_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  if (!trans_b && small_gemm_fits(n, k)) {
+    small_gemm<T>(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#ifdef HEADROOM_BLAS_BLIS
   rntm_t rntm = BLIS_RNTM_INITIALIZER;
   bli_rntm_set_num_threads(1, &rntm);
   const auto dim = [](std::size_t v) { return static_cast<dim_t>(v); };
   const auto stride = [](std::size_t v) { return static_cast<inc_t>(v == 0 ? 1 : v); };
-  fn(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, dim(m), dim(n),
-     dim(k), &alpha, const_cast<T*>(a), stride(lda), inc_t{1}, const_cast<T*>(b), stride(ldb), inc_t{1}, &beta, c,
-     stride(ldc), inc_t{1}, nullptr, &rntm);
-}
+  T* pa = const_cast<T*>(a);
+  T* pb = const_cast<T*>(b);
+  const trans_t ta = trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb = trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+  if constexpr (std::is_same_v<T, float>) {
+    bli_sgemm_ex(ta, tb, dim(m), dim(n), dim(k), &alpha, pa, stride(lda), 1, pb, stride(ldb), 1, &beta, c,
+                 stride(ldc), 1, nullptr, &rntm);
+  } else {
+    bli_dgemm_ex(ta, tb, dim(m), dim(n), dim(k), &alpha, pa, stride(lda), 1, pb, stride(ldb), 1, &beta, c,
+                 stride(ldc), 1, nullptr, &rntm);
+  }
+#else
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha, a, to_ld(lda),
+                b, to_ld(ldb), beta, c, to_ld(ldc));
+  } else {
+    cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha, a, to_ld(lda),
+                b, to_ld(ldb), beta, c, to_ld(ldc));
+  }
 #endif
+}
 
-#ifdef HEADROOM_BLAS_BLIS
 // C's rows (or columns, when C is wider than tall) in panels of this many, each
 // panel one single-threaded GEMM: the split dimension's panels pack their own A (or
 // B) rows and share nothing but the read-only other operand.
@@ -55,38 +77,40 @@ constexpr std::size_t kPanelUnit = 16;
 
 // One GEMM, split into panels of C that the threads of parallel_for claim one at a
 // time (parallel.hpp) when there are several threads and the GEMM is large enough
-// for a panel to pay for its claim. Each element of C is one serial BLIS dot
-// product over all of k, whichever panel it falls in, so the result does not depend
-// on the thread count.
-template <typename T, typename Fn>
-void split_gemm(Fn fn, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+// for a panel to pay for its claim. Each panel is one serial_gemm, whichever thread
+// claims it, so the result depends on the thread count only through the panels.
+// With OpenBLAS, whose threads cannot be set per call, only small_gemm's products
+// are split; the library threads the others itself.
+template <typename T>
+void split_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                 std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   const bool rows = m >= n;  // split the larger side: the other operand is the one every panel re-packs
   const std::size_t side = rows ? m : n, other = rows ? n : m;
   const std::size_t units = (side + kPanelUnit - 1) / kPanelUnit;
   const std::size_t unit_macs = kPanelUnit * other * k;
   const std::size_t min_units = std::max<std::size_t>(1, (kMinGemmPanelMacs + unit_macs - 1) / unit_macs);
-  if (in_parallel_region() || parallel_chunks(units, min_units, /*calls_gemm=*/true) <= 1) {
-    serial_gemm(fn, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const bool ours = gemm_threads_per_call() || (!trans_b && small_gemm_fits(n, k) && rows);
+  if (!ours || in_parallel_region() || parallel_chunks(units, min_units) <= 1) {
+    serial_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  parallel_for(
-      units, min_units,
-      [&](std::size_t u0, std::size_t u1) {
-        const std::size_t p0 = u0 * kPanelUnit, p1 = std::min(side, u1 * kPanelUnit);
-        if (rows) {  // C rows [p0, p1): op(A)'s rows, stored as rows of A or, transposed, its columns
-          serial_gemm(fn, trans_a, trans_b, p1 - p0, n, k, alpha, trans_a ? a + p0 : a + p0 * lda, lda, b, ldb,
-                      beta, c + p0 * ldc, ldc);
-        } else {  // C columns [p0, p1): op(B)'s columns, stored as columns of B or, transposed, its rows
-          serial_gemm(fn, trans_a, trans_b, m, p1 - p0, k, alpha, a, lda, trans_b ? b + p0 * ldb : b + p0, ldb,
-                      beta, c + p0, ldc);
-        }
-      },
-      /*calls_gemm=*/true);
+  parallel_for(units, min_units, [&](std::size_t u0, std::size_t u1) {
+    const std::size_t p0 = u0 * kPanelUnit, p1 = std::min(side, u1 * kPanelUnit);
+    if (rows) {  // C rows [p0, p1): op(A)'s rows, stored as rows of A or, transposed, its columns
+      serial_gemm(trans_a, trans_b, p1 - p0, n, k, alpha, trans_a ? a + p0 : a + p0 * lda, lda, b, ldb, beta,
+                  c + p0 * ldc, ldc);
+    } else {  // C columns [p0, p1): op(B)'s columns, stored as columns of B or, transposed, its rows
+      serial_gemm(trans_a, trans_b, m, p1 - p0, k, alpha, a, lda, trans_b ? b + p0 * ldb : b + p0, ldb, beta,
+                  c + p0, ldc);
+    }
+  });
 }
-#endif
 
 }  // namespace
+
+bool small_gemm_fits(std::size_t n, std::size_t k) {
+  return n <= kSmallGemmMaxN && k <= kSmallGemmMaxK && n * k <= kSmallGemmMaxB;
+}
 
 bool gemm_threads_per_call() {
 #ifdef HEADROOM_BLAS_BLIS
@@ -96,31 +120,17 @@ bool gemm_threads_per_call() {
 #endif
 }
 
-template <>
-void gemm<float>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
-                 float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb,
-                 float beta, float* c, std::size_t ldc) {
+template <typename T>
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+          std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   if (degenerate_gemm(m, n, k, beta, c, ldc)) return;
-#ifdef HEADROOM_BLAS_BLIS
-  split_gemm(bli_sgemm_ex, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#else
-  cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha,
-              a, to_ld(lda), b, to_ld(ldb), beta, c, to_ld(ldc));
-#endif
+  split_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-template <>
-void gemm<double>(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
-                  double alpha, const double* a, std::size_t lda, const double* b,
-                  std::size_t ldb, double beta, double* c, std::size_t ldc) {
-  if (degenerate_gemm(m, n, k, beta, c, ldc)) return;
-#ifdef HEADROOM_BLAS_BLIS
-  split_gemm(bli_dgemm_ex, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#else
-  cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha,
-              a, to_ld(lda), b, to_ld(ldb), beta, c, to_ld(ldc));
-#endif
-}
+template void gemm(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t, const float*,
+                   std::size_t, float, float*, std::size_t);
+template void gemm(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*, std::size_t,
+                   const double*, std::size_t, double, double*, std::size_t);
 
 template <typename T>
 void transpose_into(T* dst, const T* src, std::size_t rows, std::size_t cols, std::size_t ld) {

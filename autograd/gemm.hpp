@@ -23,6 +23,15 @@ void transpose_into(T* dst, const T* src, std::size_t rows, std::size_t cols, st
 // thread costs more than it saves. With OpenBLAS, the library threads each GEMM.
 inline constexpr std::size_t kMinGemmPanelMacs = std::size_t{1} << 19;
 
+// gemm() hands a product with an untransposed B to small_gemm (small_gemm.hpp)
+// instead of the library when B (k, n) is at most kSmallGemmMaxK x kSmallGemmMaxN
+// and kSmallGemmMaxB elements: there its register-blocked loop, reading B from cache
+// for every block of rows, ran 1.3 to 2.4 times as fast as BLIS 0.9 on linear's
+// products of the tiny, small and medium configs, and slower beyond (a larger B
+// leaves the L2 cache; bench/small_gemm_bench.cpp, bench/README.md).
+inline constexpr std::size_t kSmallGemmMaxN = 512, kSmallGemmMaxK = 1024, kSmallGemmMaxB = std::size_t{1} << 18;
+bool small_gemm_fits(std::size_t n, std::size_t k);
+
 // Threads the GEMM library may use for each GEMM. set_threads() (parallel.hpp)
 // calls it; call that instead.
 void set_blas_threads(int threads);

@@ -122,19 +122,31 @@ void head_gemm(bool trans_a, std::size_t m, std::size_t n, std::size_t k, T alph
 // at T = 64. Without the causal mask there is one block of all rows and all keys.
 constexpr std::size_t kCausalBlockRows = 32;
 
+// The weights saved for backward keep only what the blocks compute: block by block,
+// its rows of `keys` values each (row stride keys), the block at `offset` in its
+// (batch, head)'s weights. Causal at T = 256, that is 56% of the (T, T) matrix.
 struct RowBlock {
   std::size_t r0, r1;  // rows [r0, r1)
   std::size_t keys;    // keys [0, keys) are visible to some row of the block
+  std::size_t offset;  // where the block's (r1 - r0, keys) weights start
 };
 
 std::vector<RowBlock> row_blocks(std::size_t t, bool causal) {
   std::vector<RowBlock> blocks;
   const std::size_t step = causal ? kCausalBlockRows : t;
+  std::size_t offset = 0;
   for (std::size_t r0 = 0; r0 < t; r0 += step) {
     const std::size_t r1 = std::min(t, r0 + step);
-    blocks.push_back({r0, r1, causal ? r1 : t});
+    const std::size_t keys = causal ? r1 : t;
+    blocks.push_back({r0, r1, keys, offset});
+    offset += (r1 - r0) * keys;
   }
   return blocks;
+}
+
+// The weights of one (batch, head) that the blocks hold.
+std::size_t block_elements(const std::vector<RowBlock>& blocks) {
+  return blocks.empty() ? 0 : blocks.back().offset + (blocks.back().r1 - blocks.back().r0) * blocks.back().keys;
 }
 
 }  // namespace
@@ -149,10 +161,11 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   const T* pq = q.value().data();
   const T* pk = k.value().data();
   const T* pv = v.value().data();
-  xt::xarray<T> p = xt::empty<T>(Shape{d.B, d.H, d.T, d.T});  // the attention weights, saved for backward
   xt::xarray<T> out = xt::empty<T>(Shape{d.B, d.T, ldo});
   const bool* padding = key_padding ? key_padding->data() : nullptr;
   const std::vector<RowBlock> blocks = row_blocks(d.T, causal);
+  const std::size_t per_head = block_elements(blocks);
+  xt::xarray<T> p = xt::empty<T>(Shape{d.B * d.H * per_head});  // the attention weights by blocks, saved for backward
   // Each (batch, kv head) pair is independent: its query heads write their own
   // weights and output columns, so the pairs run in parallel (parallel.hpp).
   parallel_for(
@@ -164,26 +177,38 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
           transpose_into(kt.data(), pk + b * d.T * ldk + g * d.dk, d.T, d.dk, ldk);
           const T* vg = pv + b * d.T * ldv + g * d.dv;  // (T, d_v), row stride ldv
           for (std::size_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
-            T* ph = p.data() + (b * d.H + h) * d.T * d.T;  // (T, T)
+            T* ph = p.data() + (b * d.H + h) * per_head;   // its blocks
             const T* qh = pq + b * d.T * ldq + h * d.dk;     // (T, d_k), row stride ldq
             T* oh = out.data() + b * d.T * ldo + h * d.dv;   // (T, d_v), row stride ldo
             for (const RowBlock& r : blocks) {
+              T* pb = ph + r.offset;  // (r1 - r0, keys)
               // Scores = scale * Q_h K_g^T over the visible keys.
-              head_gemm<T>(false, r.r1 - r.r0, r.keys, d.dk, scale, qh + r.r0 * ldq, ldq, kt.data(), d.T, T(0),
-                           ph + r.r0 * d.T, d.T);
+              head_gemm<T>(false, r.r1 - r.r0, r.keys, d.dk, scale, qh + r.r0 * ldq, ldq, kt.data(), d.T, T(0), pb,
+                           r.keys);
               for (std::size_t i = r.r0; i < r.r1; ++i) {
-                masked_softmax_row(ph + i * d.T, i, d.T, causal, padding ? padding + b * d.T : nullptr);
+                masked_softmax_row(pb + (i - r.r0) * r.keys, i, r.keys, causal,
+                                   padding ? padding + b * d.T : nullptr);
               }
               // Out_h = P V_g, into head h's columns of the packed output.
-              head_gemm<T>(false, r.r1 - r.r0, d.dv, r.keys, T(1), ph + r.r0 * d.T, d.T, vg, ldv, T(0),
-                           oh + r.r0 * ldo, ldo);
+              head_gemm<T>(false, r.r1 - r.r0, d.dv, r.keys, T(1), pb, r.keys, vg, ldv, T(0), oh + r.r0 * ldo, ldo);
             }
           }
         }
       },
       /*calls_gemm=*/true);
-  if (spec.weights) *spec.weights = p;
-  auto backward = [qn = q.node(), kn = k.node(), vn = v.node(), p = std::move(p), d, scale, blocks](
+  if (spec.weights) {  // the whole (B, H, T, T), 0 for the keys no block computes
+    xt::xarray<T>& w = *spec.weights;
+    w = xt::zeros<T>(Shape{d.B, d.H, d.T, d.T});
+    for (std::size_t bh = 0; bh < d.B * d.H; ++bh) {
+      for (const RowBlock& r : blocks) {
+        for (std::size_t i = r.r0; i < r.r1; ++i) {
+          std::copy_n(p.data() + bh * per_head + r.offset + (i - r.r0) * r.keys, r.keys,
+                      w.data() + (bh * d.T + i) * d.T);
+        }
+      }
+    }
+  }
+  auto backward = [qn = q.node(), kn = k.node(), vn = v.node(), p = std::move(p), d, scale, blocks, per_head](
                       const xt::xarray<T>& grad, const xt::xarray<T>&) {
     const std::size_t ldq = d.H * d.dk, ldk = d.G * d.dk, ldv = d.G * d.dv, ldo = d.H * d.dv;
     xt::xarray<T> gq = xt::empty<T>(qn->value.shape());
@@ -204,21 +229,21 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
             T* gkg = gk.data() + b * d.T * ldk + g * d.dk;
             T* gvg = gv.data() + b * d.T * ldv + g * d.dv;
             for (std::size_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
-              const T* ph = p.data() + (b * d.H + h) * d.T * d.T;        // (T, T)
+              const T* ph = p.data() + (b * d.H + h) * per_head;          // its blocks
               const T* qh = qn->value.data() + b * d.T * ldq + h * d.dk;  // (T, d_k), row stride ldq
               const T* go = grad.data() + b * d.T * ldo + h * d.dv;       // dOut_h (T, d_v), row stride ldo
               T* gqh = gq.data() + b * d.T * ldq + h * d.dk;
               for (const RowBlock& r : blocks) {
                 const std::size_t m = r.r1 - r.r0;
-                const T* pb = ph + r.r0 * d.T;
+                const T* pb = ph + r.offset;  // (m, keys)
                 T* db = ds.data() + r.r0 * d.T;
                 // dV_g += P^T dOut_h
-                head_gemm<T>(true, r.keys, d.dv, m, T(1), pb, d.T, go + r.r0 * ldo, ldo, T(1), gvg, ldv);
+                head_gemm<T>(true, r.keys, d.dv, m, T(1), pb, r.keys, go + r.r0 * ldo, ldo, T(1), gvg, ldv);
                 // dP = dOut_h V_g^T, then the softmax backward in place: dS = P (dP - rowsum(P dP)).
                 head_gemm<T>(false, m, r.keys, d.dv, T(1), go + r.r0 * ldo, ldo, vt.data(), d.T, T(0), db, d.T);
                 for (std::size_t i = 0; i < m; ++i) {
                   fast::clone_if_float<T>(softmax_backward_row_f32, [](auto... a) { softmax_backward_row(a...); },
-                                          pb + i * d.T, db + i * d.T, r.keys);
+                                          pb + i * r.keys, db + i * d.T, r.keys);
                 }
                 // dQ_h = scale dS K_g; dK_g += scale dS^T Q_h
                 head_gemm<T>(false, m, d.dk, r.keys, scale, db, d.T, kg, ldk, T(0), gqh + r.r0 * ldq, ldq);

@@ -50,28 +50,24 @@ Tensor<T> unary(const char* op, const Tensor<T>& x, F f, D dydx) {
 // per AVX-512 instruction instead of SSE2's 4, the baseline the build targets).
 // always_inline: the loops must be compiled inside each clone, for its instruction set.
 template <typename T>
-[[gnu::always_inline]] inline void gelu_forward(const T* x, T* cdf, T* y, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    cdf[i] = fast::normal_cdf(x[i]);
-    y[i] = x[i] * cdf[i];
-  }
+[[gnu::always_inline]] inline void gelu_forward(const T* x, T* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = x[i] * fast::normal_cdf(x[i]);
 }
 
 template <typename T>
-[[gnu::always_inline]] inline void gelu_backward(const T* g, const T* x, const T* cdf, T* gx, std::size_t n) {
+[[gnu::always_inline]] inline void gelu_backward(const T* g, const T* x, const T* y, T* gx, std::size_t n) {
   constexpr T inv_sqrt_2pi = std::numbers::inv_sqrtpi_v<T> / std::numbers::sqrt2_v<T>;
   for (std::size_t i = 0; i < n; ++i) {
     const T v = x[i];
-    gx[i] = g[i] * (cdf[i] + v * inv_sqrt_2pi * fast::exp(T(-0.5) * v * v));
+    const T cdf = v == T(0) ? T(0.5) : y[i] / v;  // Phi(x) = y / x
+    gx[i] = g[i] * (cdf + v * inv_sqrt_2pi * fast::exp(T(-0.5) * v * v));
   }
 }
 
 
-HEADROOM_CLONES void gelu_forward_f32(const float* x, float* cdf, float* y, std::size_t n) {
-  gelu_forward(x, cdf, y, n);
-}
-HEADROOM_CLONES void gelu_backward_f32(const float* g, const float* x, const float* cdf, float* gx, std::size_t n) {
-  gelu_backward(g, x, cdf, gx, n);
+HEADROOM_CLONES void gelu_forward_f32(const float* x, float* y, std::size_t n) { gelu_forward(x, y, n); }
+HEADROOM_CLONES void gelu_backward_f32(const float* g, const float* x, const float* y, float* gx, std::size_t n) {
+  gelu_backward(g, x, y, gx, n);
 }
 
 }  // namespace
@@ -198,24 +194,25 @@ Tensor<T> relu(const Tensor<T>& x) {
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& x) {
   // y = x Phi(x); dy/dx = Phi(x) + x phi(x), phi the standard normal density. The
-  // forward keeps Phi(x) for the backward, which then needs one exp per element
-  // instead of an erf and an exp; in float both come from autograd/fast_math.hpp,
-  // loops the compiler vectorises (libm's erff and expf were a third of a small
-  // step).
+  // backward reads Phi(x) back as y / x from the output it is handed (0.5 at x = 0)
+  // rather than keep a buffer of it: one division and one exp per element instead of
+  // an erf and an exp, and no third activation-sized array per feed-forward held
+  // from forward to backward (bench/README.md: peak memory). In float the erf and
+  // exp come from autograd/fast_math.hpp, loops the compiler vectorises (libm's erff
+  // and expf were a third of a small step).
   const xt::xarray<T>& xv = x.value();
-  xt::xarray<T> cdf = xt::empty<T>(xv.shape());
   xt::xarray<T> y = xt::empty<T>(xv.shape());
   parallel_for(xv.size(), kMinChunkElements, [&](std::size_t b, std::size_t e) {
-    fast::clone_if_float<T>(gelu_forward_f32, [](auto... a) { gelu_forward(a...); }, xv.data() + b, cdf.data() + b,
-                            y.data() + b, e - b);
+    fast::clone_if_float<T>(gelu_forward_f32, [](auto... a) { gelu_forward(a...); }, xv.data() + b, y.data() + b,
+                            e - b);
   });
   return make_result<T>("gelu", std::move(y), {x.node()},
-                        [xn = x.node(), cdf = std::move(cdf)](const xt::xarray<T>& g, const xt::xarray<T>&) {
+                        [xn = x.node()](const xt::xarray<T>& g, const xt::xarray<T>& out) {
                           if (!xn->requires_grad) return;
                           xt::xarray<T> gx = xt::empty<T>(g.shape());
                           parallel_for(g.size(), kMinChunkElements, [&](std::size_t b, std::size_t e) {
                             fast::clone_if_float<T>(gelu_backward_f32, [](auto... a) { gelu_backward(a...); },
-                                                    g.data() + b, xn->value.data() + b, cdf.data() + b,
+                                                    g.data() + b, xn->value.data() + b, out.data() + b,
                                                     gx.data() + b, e - b);
                           });
                           accumulate_grad(*xn, std::move(gx), "gelu");

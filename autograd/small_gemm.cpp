@@ -5,14 +5,15 @@
 namespace headroom {
 namespace {
 
-// Each block of C is kRows rows by NV vectors of VB bytes: kRows * NV accumulators
-// stay in registers while the loop over k streams NV vectors of one row of B and
-// broadcasts kRows values of A. Each instruction set gets the vector width of its
-// registers (docs/internals.md, "fast loops"): one 64-byte vector per row on AVX-512,
-// two 32-byte ones on AVX2 with FMA, two 16-byte ones on the SSE2 baseline. (A 64-byte
-// vector on AVX2 is split by GCC through the stack: 6 GFLOP/s, against BLIS's 20-60.)
-constexpr std::size_t kRows = 4;
-
+// Each block of C is R rows by NV vectors of VB bytes: R * NV accumulators stay in
+// registers while the loop over k streams NV vectors of one row of B and broadcasts
+// R values of A. Each instruction set gets the vector width of its registers and as
+// many accumulators as its register file holds beside the B vectors and the
+// broadcast (docs/internals.md, "fast loops"): on AVX-512, 8 rows of two 64-byte
+// vectors (16 of 32 registers; 4 independent multiply-adds per row were too few to
+// hide the FMA latency: 512 x 64 x 64 ran at about 60 GFLOP/s, about 100 now), on
+// AVX2 with FMA 6 rows of two 32-byte vectors (12 of 16), on the SSE2 baseline 4 rows
+// of two 16-byte ones. (A 64-byte vector on AVX2 is split by GCC through the stack.)
 template <typename T, std::size_t VB>
 struct Vec {
   typedef T type __attribute__((vector_size(VB)));
@@ -66,31 +67,47 @@ template <typename T, std::size_t VB, std::size_t NV, bool TransA, std::size_t R
   }
 }
 
+// Rows [i, i + R) of C: blocks of NV vectors, then one of a single vector where a
+// whole one is left, then the partial rest.
 template <typename T, std::size_t VB, std::size_t NV, bool TransA, std::size_t R>
 [[gnu::always_inline]] inline void row_panel(std::size_t i, std::size_t n, std::size_t k, T alpha, const T* a,
                                              std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
                                              std::size_t ldc) {
-  constexpr std::size_t W = NV * Vec<T, VB>::lanes;
+  constexpr std::size_t L = Vec<T, VB>::lanes;
+  constexpr std::size_t W = NV * L;
   std::size_t j = 0;
   for (; j + W <= n; j += W) block<T, VB, NV, TransA, R, true>(i, j, W, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  if (j < n) block<T, VB, NV, TransA, R, false>(i, j, n - j, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if constexpr (NV > 1) {
+    for (; j + L <= n; j += L) block<T, VB, 1, TransA, R, true>(i, j, L, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (j < n) block<T, VB, 1, TransA, R, false>(i, j, n - j, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    if (j < n) block<T, VB, NV, TransA, R, false>(i, j, n - j, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
 }
 
-template <typename T, std::size_t VB, std::size_t NV>
+// Every row of C. (A function, not a lambda: a lambda's body is not compiled for the
+// target of the function it sits in, and once too large to inline it would run the
+// vectors of the generic baseline.)
+template <typename T, std::size_t VB, std::size_t NV, std::size_t R, bool TransA>
+[[gnu::always_inline]] inline void all_rows(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                                            std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
+                                            std::size_t ldc) {
+  std::size_t i = 0;
+  for (; i + R <= m; i += R) row_panel<T, VB, NV, TransA, R>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if constexpr (R > 4) {
+    for (; i + 4 <= m; i += 4) row_panel<T, VB, NV, TransA, 4>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  for (; i < m; ++i) row_panel<T, VB, NV, TransA, 1>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <typename T, std::size_t VB, std::size_t NV, std::size_t R>
 [[gnu::always_inline]] inline void kernel(bool trans_a, std::size_t m, std::size_t n, std::size_t k, T alpha,
                                           const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
                                           std::size_t ldc) {
-  const auto rows = [&]<bool TransA>() {
-    std::size_t i = 0;
-    for (; i + kRows <= m; i += kRows) {
-      row_panel<T, VB, NV, TransA, kRows>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    }
-    for (; i < m; ++i) row_panel<T, VB, NV, TransA, 1>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  };
   if (trans_a) {
-    rows.template operator()<true>();
+    all_rows<T, VB, NV, R, true>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
-    rows.template operator()<false>();
+    all_rows<T, VB, NV, R, false>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
 
@@ -101,17 +118,17 @@ template <typename T, std::size_t VB, std::size_t NV>
 
 template <typename T>
 void kernel_baseline(HEADROOM_SMALL_GEMM_ARGS) {
-  kernel<T, 16, 2>(HEADROOM_SMALL_GEMM_PASS);
+  kernel<T, 16, 2, 4>(HEADROOM_SMALL_GEMM_PASS);
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 template <typename T>
 __attribute__((target("avx2,fma"))) void kernel_avx2(HEADROOM_SMALL_GEMM_ARGS) {
-  kernel<T, 32, 2>(HEADROOM_SMALL_GEMM_PASS);
+  kernel<T, 32, 2, 6>(HEADROOM_SMALL_GEMM_PASS);
 }
 template <typename T>
 __attribute__((target("avx512f"))) void kernel_avx512(HEADROOM_SMALL_GEMM_ARGS) {
-  kernel<T, 64, 1>(HEADROOM_SMALL_GEMM_PASS);
+  kernel<T, 64, 2, 8>(HEADROOM_SMALL_GEMM_PASS);
 }
 
 // The widest kernel the CPU runs, picked once.

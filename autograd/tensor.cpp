@@ -65,7 +65,9 @@ void check_forward(const char* op, const xt::xarray<T>& value, const std::vector
 // Drops every entry, marking their outputs as no longer differentiable through.
 template <typename T>
 void drop_entries(std::vector<TapeEntry<T>>& entries) {
-  for (auto& e : entries) e.output->on_tape = false;
+  for (auto& e : entries) {
+    if (e.output) e.output->on_tape = false;
+  }
   entries.clear();
 }
 
@@ -188,7 +190,7 @@ void Tensor<T>::backward(const xt::xarray<T>& upstream, BackwardOptions options)
     bool keep;
     ~Cleanup() {
       for (auto& e : entries) {
-        if (!e.output->is_leaf) {
+        if (e.output && !e.output->is_leaf) {
           e.output->has_grad = false;
           e.output->grad = xt::xarray<T>();
         }
@@ -232,6 +234,14 @@ void Tensor<T>::backward(const xt::xarray<T>& upstream, BackwardOptions options)
     if (!out.is_leaf) {
       out.has_grad = false;
       out.grad = xt::xarray<T>();
+    }
+    if (!options.keep_tape) {
+      // Nothing later in this walk needs the entry (its output's consumers came
+      // first), so what it saved for backward and its hold on its inputs and output
+      // go now rather than at the end: a step's peak memory then stops growing
+      // with the parameter gradients it accumulates.
+      out.on_tape = false;
+      e = TapeEntry<T>{};
     }
   }
 }

@@ -42,7 +42,7 @@ double best_seconds(F&& f, int inner) {
 int main() {
   hr::set_threads(1);
   hr::Rng rng(0);
-  std::vector<float> a(256 * 256), b(256 * 256), c(256 * 256);
+  std::vector<float> a(2048 * 1024), b(2048 * 1024), c(2048 * 1024);
   for (auto* v : {&a, &b}) {
     for (auto& x : *v) x = static_cast<float>(rng.normal());
   }
@@ -71,6 +71,35 @@ int main() {
           inner);
       std::printf("| %s (%zu, %zu) | %s | %zu x %zu x %zu | %.1f | %.1f | %.2f |\n", cfg.name, cfg.T, cfg.d,
                   p.what.c_str(), p.m, p.n, p.k, flops / blas / 1e9, flops / small / 1e9, blas / small);
+    }
+  }
+  // linear()'s products for tiny and small: rows = B T, C = d_model, F = 4 C.
+  std::printf("\n| config (rows, C) | linear product | m x n x k | BLAS GFLOP/s | small_gemm GFLOP/s | ratio |\n");
+  std::printf("|---|---|---|---:|---:|---:|\n");
+  struct Linear {
+    const char* name;
+    std::size_t rows, C;
+  };
+  for (const Linear cfg : {Linear{"tiny", 512, 64}, Linear{"small", 2048, 128}, Linear{"medium", 2048, 256}}) {
+    const std::size_t r = cfg.rows, C = cfg.C, F = 4 * cfg.C;
+    const std::vector<Product> products{
+        {"y = x W^T (C -> C)", false, r, C, C},   {"y = x W^T (C -> 4C)", false, r, F, C},
+        {"y = x W^T (4C -> C)", false, r, C, F},  {"dx = g W (C -> C)", false, r, C, C},
+        {"dx = g W (C -> 4C)", false, r, C, F},   {"dx = g W (4C -> C)", false, r, F, C},
+        {"dW = g^T x (C -> C)", true, C, C, r},   {"dW = g^T x (C -> 4C)", true, F, C, r},
+        {"dW = g^T x (4C -> C)", true, C, F, r}};
+    for (const Product& p : products) {
+      const std::size_t lda = p.trans_a ? p.m : p.k;
+      const double flops = 2.0 * static_cast<double>(p.m * p.n * p.k);
+      const int inner = static_cast<int>(std::max(1.0, 2e7 / flops));
+      const double blas = best_seconds(
+          [&] { hr::gemm<float>(p.trans_a, false, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), p.n, 0.f, c.data(), p.n); },
+          inner);
+      const double small = best_seconds(
+          [&] { hr::small_gemm<float>(p.trans_a, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), p.n, 0.f, c.data(), p.n); },
+          inner);
+      std::printf("| %s (%zu, %zu) | %s | %zu x %zu x %zu | %.1f | %.1f | %.2f |\n", cfg.name, r, C, p.what.c_str(),
+                  p.m, p.n, p.k, flops / blas / 1e9, flops / small / 1e9, blas / small);
     }
   }
   return 0;
