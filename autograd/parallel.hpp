@@ -8,7 +8,7 @@
 // loop's length alone, and each is computed the same way whichever thread claims
 // it, so a run is deterministic for a given n. Claiming instead of assigning is
 // what keeps n threads useful on a shared machine: a thread whose core is busy
-// with another process takes fewer chunks (docs/design.md, "Threads").
+// with another process takes fewer chunks (docs/design.md#threads).
 //
 // Inside a chunk, parallel_for runs nested loops serially, and gemm() runs on one
 // thread (BLIS: a per-call thread count; OpenBLAS has none, so with OpenBLAS the
