@@ -34,9 +34,7 @@ bool degenerate_gemm(std::size_t m, std::size_t n, std::size_t k, T beta, T* c, 
 }
 
 // One GEMM on this thread alone: small_gemm where it runs faster than the library
-// (small_gemm_fits), else the library, single-threaded (BLIS's typed API with a
-// per-call thread count), or OpenBLAS with its own threads. op(A) is (m, k), so a
-// stored A (row-major, row stride lda) is (m, k) or, transposed, (k, m).
+// (small_gemm_fits), else library_gemm.
 template <typename T>
 void serial_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
@@ -44,30 +42,7 @@ void serial_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
     small_gemm<T>(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-#ifdef HEADROOM_BLAS_BLIS
-  rntm_t rntm = BLIS_RNTM_INITIALIZER;
-  bli_rntm_set_num_threads(1, &rntm);
-  const auto dim = [](std::size_t v) { return static_cast<dim_t>(v); };
-  const auto stride = [](std::size_t v) { return static_cast<inc_t>(v == 0 ? 1 : v); };
-  T* pa = const_cast<T*>(a);
-  T* pb = const_cast<T*>(b);
-  const trans_t ta = trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb = trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
-  if constexpr (std::is_same_v<T, float>) {
-    bli_sgemm_ex(ta, tb, dim(m), dim(n), dim(k), &alpha, pa, stride(lda), 1, pb, stride(ldb), 1, &beta, c,
-                 stride(ldc), 1, nullptr, &rntm);
-  } else {
-    bli_dgemm_ex(ta, tb, dim(m), dim(n), dim(k), &alpha, pa, stride(lda), 1, pb, stride(ldb), 1, &beta, c,
-                 stride(ldc), 1, nullptr, &rntm);
-  }
-#else
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha, a, to_ld(lda),
-                b, to_ld(ldb), beta, c, to_ld(ldc));
-  } else {
-    cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha, a, to_ld(lda),
-                b, to_ld(ldb), beta, c, to_ld(ldc));
-  }
-#endif
+  library_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // C's rows (or columns, when C is wider than tall) in panels of this many, each
@@ -107,6 +82,44 @@ void split_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
 }
 
 }  // namespace
+
+// The library alone, on this thread (BLIS: a per-call thread count of one) or, with
+// OpenBLAS, on its own threads. op(A) is (m, k), so a stored A (row-major, row
+// stride lda) is (m, k) or, transposed, (k, m).
+template <typename T>
+void library_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  if (degenerate_gemm(m, n, k, beta, c, ldc)) return;
+#ifdef HEADROOM_BLAS_BLIS
+  rntm_t rntm = BLIS_RNTM_INITIALIZER;
+  bli_rntm_set_num_threads(1, &rntm);
+  const auto dim = [](std::size_t v) { return static_cast<dim_t>(v); };
+  const auto stride = [](std::size_t v) { return static_cast<inc_t>(v == 0 ? 1 : v); };
+  T* pa = const_cast<T*>(a);
+  T* pb = const_cast<T*>(b);
+  const trans_t ta = trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb = trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+  if constexpr (std::is_same_v<T, float>) {
+    bli_sgemm_ex(ta, tb, dim(m), dim(n), dim(k), &alpha, pa, stride(lda), 1, pb, stride(ldb), 1, &beta, c,
+                 stride(ldc), 1, nullptr, &rntm);
+  } else {
+    bli_dgemm_ex(ta, tb, dim(m), dim(n), dim(k), &alpha, pa, stride(lda), 1, pb, stride(ldb), 1, &beta, c,
+                 stride(ldc), 1, nullptr, &rntm);
+  }
+#else
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha, a, to_ld(lda),
+                b, to_ld(ldb), beta, c, to_ld(ldc));
+  } else {
+    cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), to_int(m), to_int(n), to_int(k), alpha, a, to_ld(lda),
+                b, to_ld(ldb), beta, c, to_ld(ldc));
+  }
+#endif
+}
+
+template void library_gemm(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
+                           const float*, std::size_t, float, float*, std::size_t);
+template void library_gemm(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*, std::size_t,
+                           const double*, std::size_t, double, double*, std::size_t);
 
 bool small_gemm_fits(std::size_t n, std::size_t k) {
   return n <= kSmallGemmMaxN && k <= kSmallGemmMaxK && n * k <= kSmallGemmMaxB;

@@ -11,6 +11,12 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
           const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
 
+// The same product through the GEMM library alone, on this thread (BLIS) or on
+// OpenBLAS's threads: never small_gemm, never split. For benchmarks against it.
+template <typename T>
+void library_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc);
+
 // dst (cols, rows) = src^T for src (rows, cols) with row stride ld: a contiguous
 // transposed operand, for products the GEMM code runs faster on it than on a
 // transposed flag (attention's K^T and V^T, linear's W^T for narrow inputs).

@@ -37,6 +37,26 @@ double best_seconds(F&& f, int inner) {
   return best;
 }
 
+// One table row: the product through the GEMM library alone (library_gemm) and
+// through small_gemm, GFLOP/s of each and their ratio.
+void time_product(const char* config, std::size_t x, std::size_t y, const Product& p, const std::vector<float>& a,
+                  const std::vector<float>& b, std::vector<float>& c) {
+  const std::size_t lda = p.trans_a ? p.m : p.k;
+  const double flops = 2.0 * static_cast<double>(p.m * p.n * p.k);
+  const int inner = static_cast<int>(std::max(1.0, 2e7 / flops));
+  const double blas = best_seconds(
+      [&] {
+        hr::library_gemm<float>(p.trans_a, false, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), p.n, 0.f, c.data(),
+                                p.n);
+      },
+      inner);
+  const double small = best_seconds(
+      [&] { hr::small_gemm<float>(p.trans_a, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), p.n, 0.f, c.data(), p.n); },
+      inner);
+  std::printf("| %s (%zu, %zu) | %s | %zu x %zu x %zu | %.1f | %.1f | %.2f |\n", config, x, y, p.what.c_str(), p.m,
+              p.n, p.k, flops / blas / 1e9, flops / small / 1e9, blas / small);
+}
+
 }  // namespace
 
 int main() {
@@ -59,21 +79,9 @@ int main() {
         {"scores Q K^T", false, rows, keys, cfg.d}, {"out P V", false, rows, cfg.d, keys},
         {"dP = dO V^T", false, rows, keys, cfg.d},  {"dV += P^T dO", true, keys, cfg.d, rows},
         {"dQ = dS K", false, rows, cfg.d, keys},    {"dK += dS^T Q", true, keys, cfg.d, rows}};
-    for (const Product& p : products) {
-      const std::size_t lda = p.trans_a ? p.m : p.k;
-      const double flops = 2.0 * static_cast<double>(p.m * p.n * p.k);
-      const int inner = static_cast<int>(std::max(1.0, 2e7 / flops));
-      const double blas = best_seconds(
-          [&] { hr::gemm<float>(p.trans_a, false, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), p.n, 0.f, c.data(), p.n); },
-          inner);
-      const double small = best_seconds(
-          [&] { hr::small_gemm<float>(p.trans_a, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), p.n, 0.f, c.data(), p.n); },
-          inner);
-      std::printf("| %s (%zu, %zu) | %s | %zu x %zu x %zu | %.1f | %.1f | %.2f |\n", cfg.name, cfg.T, cfg.d,
-                  p.what.c_str(), p.m, p.n, p.k, flops / blas / 1e9, flops / small / 1e9, blas / small);
-    }
+    for (const Product& p : products) time_product(cfg.name, cfg.T, cfg.d, p, a, b, c);
   }
-  // linear()'s products for tiny and small: rows = B T, C = d_model, F = 4 C.
+  // linear()'s products for tiny, small and medium: rows = B T, C = d_model, F = 4 C.
   std::printf("\n| config (rows, C) | linear product | m x n x k | BLAS GFLOP/s | small_gemm GFLOP/s | ratio |\n");
   std::printf("|---|---|---|---:|---:|---:|\n");
   struct Linear {
@@ -88,19 +96,7 @@ int main() {
         {"dx = g W (C -> 4C)", false, r, C, F},   {"dx = g W (4C -> C)", false, r, F, C},
         {"dW = g^T x (C -> C)", true, C, C, r},   {"dW = g^T x (C -> 4C)", true, F, C, r},
         {"dW = g^T x (4C -> C)", true, C, F, r}};
-    for (const Product& p : products) {
-      const std::size_t lda = p.trans_a ? p.m : p.k;
-      const double flops = 2.0 * static_cast<double>(p.m * p.n * p.k);
-      const int inner = static_cast<int>(std::max(1.0, 2e7 / flops));
-      const double blas = best_seconds(
-          [&] { hr::gemm<float>(p.trans_a, false, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), p.n, 0.f, c.data(), p.n); },
-          inner);
-      const double small = best_seconds(
-          [&] { hr::small_gemm<float>(p.trans_a, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), p.n, 0.f, c.data(), p.n); },
-          inner);
-      std::printf("| %s (%zu, %zu) | %s | %zu x %zu x %zu | %.1f | %.1f | %.2f |\n", cfg.name, r, C, p.what.c_str(),
-                  p.m, p.n, p.k, flops / blas / 1e9, flops / small / 1e9, blas / small);
-    }
+    for (const Product& p : products) time_product(cfg.name, r, C, p, a, b, c);
   }
   return 0;
 }
