@@ -527,3 +527,30 @@ TEST_CASE("forward: softmax of a fully masked row is zeros, other rows are untou
   CHECK(y(1, 1) == doctest::Approx(0.75));
   CHECK(y(1, 2) == 0.0f);
 }
+
+// gelu's backward reads Phi(x) back as y / x from its output (0.5 at x = 0): its
+// gradient against the closed form Phi(x) + x phi(x), at 0, at tiny and large
+// negative x (where y underflows) and elsewhere, with a non-uniform upstream.
+TEST_CASE("gelu's gradient equals Phi(x) + x phi(x), at x = 0 and where x Phi(x) underflows") {
+  const std::vector<double> xs{0.0, 1e-30, -1e-30, -0.75, 0.5, 3.0, -6.0, -12.0, -40.0, 8.0};
+  const auto check = [&]<typename T>(T, double tolerance) {
+    xt::xarray<T> x = xt::xarray<T>::from_shape({xs.size()});
+    xt::xarray<T> up = xt::xarray<T>::from_shape({xs.size()});
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      x(i) = static_cast<T>(xs[i]);
+      up(i) = static_cast<T>(0.5 + 0.25 * static_cast<double>(i));
+    }
+    hr::Tensor<T> t(x, true);
+    hr::gelu(t).backward(up);
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      CAPTURE(xs[i]);
+      const double v = static_cast<double>(x(i));
+      const double want = (0.5 * std::erfc(-v / std::sqrt(2.0)) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI)) *
+                          static_cast<double>(up(i));
+      CHECK(std::isfinite(static_cast<double>(t.grad()(i))));
+      CHECK(std::abs(static_cast<double>(t.grad()(i)) - want) <= tolerance * (1 + std::abs(want)));
+    }
+  };
+  check(double{}, 1e-12);
+  check(float{}, 2e-6);
+}
