@@ -4,6 +4,8 @@
 #include "autograd/small_gemm.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include <cblas.h>  // BLIS's or OpenBLAS's (autograd/CMakeLists.txt)
@@ -14,7 +16,37 @@
 namespace headroom {
 namespace {
 
-#ifndef HEADROOM_BLAS_BLIS
+#ifdef HEADROOM_BLAS_BLIS
+// BLIS picks its kernels (a "sub-configuration") once, at its first call, from the
+// CPU's vendor, family and model. Debian 12's BLIS 0.9.0 has none for AMD's CPUs
+// with AVX-512: on this project's AMD EPYC (family 0x1a, Zen 5) it selects its
+// 'generic' reference kernels, which ran a (2048, 256) x (256, 1024) float GEMM at
+// 36 GFLOP/s against 186-219 with its AVX-512 'skx' kernels and 110-113 with its
+// AVX2 'zen3' ones (bench/README.md, "BLIS's kernels"). So where this BLIS has no
+// AMD AVX-512 sub-configuration of its own (a build with zen4 or zen5 chooses alone), the CPU is
+// AMD's and has the AVX-512 subsets skx's kernels use, and the user has not chosen
+// with BLIS_ARCH_TYPE, we choose skx through that variable before BLIS reads it.
+// It runs during static initialisation, before any code can call BLIS; the variable
+// stays set, so processes started from this one get the same kernels.
+const char* choose_blis_kernels() {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(BLIS_CONFIG_SKX) && !defined(BLIS_CONFIG_ZEN4) && \
+    !defined(BLIS_CONFIG_ZEN5)
+  if (std::getenv("BLIS_ARCH_TYPE") != nullptr) return nullptr;
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl");
+  if (!__builtin_cpu_is("amd") || !avx512) return nullptr;
+  if (setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0) != 0) return nullptr;
+  return "headroom: this BLIS has no kernels for AMD CPUs with AVX-512 and would run its generic ones; "
+         "BLIS_ARCH_TYPE overrides";
+#else
+  return nullptr;
+#endif
+}
+
+const char* const g_blis_kernels_chosen = choose_blis_kernels();
+#else
 CBLAS_TRANSPOSE flag(bool t) { return t ? CblasTrans : CblasNoTrans; }
 blasint to_int(std::size_t v) { return static_cast<blasint>(v); }
 // BLAS requires leading dimensions of at least 1, even for empty operands.
@@ -123,6 +155,32 @@ template void library_gemm(bool, bool, std::size_t, std::size_t, std::size_t, do
 
 bool small_gemm_fits(std::size_t n, std::size_t k) {
   return n <= kSmallGemmMaxN && k <= kSmallGemmMaxK && n * k <= kSmallGemmMaxB;
+}
+
+const GemmLibrary& gemm_library() {
+  static const GemmLibrary library = [] {
+    GemmLibrary l;
+#ifdef HEADROOM_BLAS_BLIS
+    l.name = std::string("BLIS ") + bli_info_get_version_str();
+    bli_init();  // bli_arch_query_id() before BLIS's first call aborts
+    const arch_t id = bli_arch_query_id();
+    l.kernels = bli_arch_string(id);
+    l.kernels_id = static_cast<int>(id);
+    l.chosen_by = g_blis_kernels_chosen != nullptr            ? g_blis_kernels_chosen
+                  : std::getenv("BLIS_ARCH_TYPE") != nullptr ? "BLIS_ARCH_TYPE"
+                                                              : "BLIS";
+#else
+    l.name = "OpenBLAS";
+    l.chosen_by = "OpenBLAS";
+#endif
+    return l;
+  }();
+  return library;
+}
+
+std::string GemmLibrary::describe() const {
+  if (kernels.empty()) return name;
+  return name + ", " + kernels + " kernels (chosen by " + chosen_by + ")";
 }
 
 bool gemm_threads_per_call() {

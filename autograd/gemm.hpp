@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace headroom {
 
@@ -37,6 +38,17 @@ inline constexpr std::size_t kMinGemmPanelMacs = std::size_t{1} << 19;
 // leaves the L2 cache; bench/small_gemm_bench.cpp, bench/README.md).
 inline constexpr std::size_t kSmallGemmMaxN = 512, kSmallGemmMaxK = 1024, kSmallGemmMaxB = std::size_t{1} << 18;
 bool small_gemm_fits(std::size_t n, std::size_t k);
+
+// The GEMM library and the kernels it runs, for reports and benchmarks: e.g.
+// "BLIS 0.9.0, skx kernels (chosen by headroom: ...)". Initialises the library.
+struct GemmLibrary {
+  std::string name;         // "BLIS 0.9.0" or "OpenBLAS"
+  std::string kernels;      // BLIS's sub-configuration ("skx", "zen3", "generic"); empty for OpenBLAS
+  int kernels_id = -1;      // BLIS's arch_t value of it, the number BLIS_ARCH_TYPE takes; -1 for OpenBLAS
+  std::string chosen_by;    // why these kernels: "BLIS" (its own detection), "BLIS_ARCH_TYPE" or headroom's reason
+  std::string describe() const;
+};
+const GemmLibrary& gemm_library();
 
 // Threads the GEMM library may use for each GEMM. set_threads() (parallel.hpp)
 // calls it; call that instead.

@@ -36,6 +36,7 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -62,7 +63,7 @@ MODEL_FLAGS = {
 }
 # Keys of the JSON lines that say which model was built; both sides must agree.
 MODEL_KEYS = ("d_model", "n_heads", "n_kv_heads", "n_layers", "d_ff", "pos", "norm_type", "ffn", "bias")
-WATCHED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+WATCHED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "BLIS_ARCH_TYPE")
 # The initial loss on uniform tokens, with GPT-2's small initial weights, is within
 # a few hundredths of ln(vocab); further off means a different model.
 INITIAL_LOSS_TOLERANCE = 0.1
@@ -86,6 +87,10 @@ def parse_args():
                    help="instead of the comparison: headroom alone at 1 and N threads, alternating, and the speedup")
     p.add_argument("--contend", action="store_true",
                    help="with --scaling: keep one core busy with a spin loop (another process) through every run")
+    p.add_argument("--torch-allocator", choices=("retain", "glibc"), default="retain",
+                   help="retain (default): torch keeps freed memory as headroom does (glibc's M_MMAP_THRESHOLD "
+                        "32 MiB, M_TRIM_THRESHOLD 1 GiB, through MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_); "
+                        "glibc: its defaults, which return large blocks to the system after every step")
     p.add_argument("--torch-blas", choices=("same", "native"), default="same",
                    help="same: torch runs on the BLAS library headroom's benchmark links (default); "
                         "native: on the system's libblas.so.3")
@@ -118,7 +123,12 @@ def run_once(cmd, env):
     if proc.returncode != 0 or not lines:
         sys.stderr.write(proc.stderr)
         sys.exit(f"compare: `{' '.join(map(str, cmd))}` failed with exit status {proc.returncode}")
-    return json.loads(lines[-1])
+    r = json.loads(lines[-1])
+    # BLIS_ARCH_DEBUG=1 (blis_env) makes BLIS name the kernels it selected on stderr.
+    m = re.search(r"selecting sub-configuration '([^']+)'", proc.stderr)
+    if m:
+        r.setdefault("blis_kernels", m.group(1))
+    return r
 
 
 def linked_blas(binary):
@@ -254,6 +264,12 @@ def main():
     watched = {k: os.environ.get(k) for k in WATCHED_ENV}
     headroom_blas, blis_libblas = linked_blas(a.bench)
     torch_env = dict(env)
+    if a.torch_allocator == "retain":
+        # headroom::retain_freed_memory()'s two settings (autograd/memory.cpp). Under glibc's
+        # defaults torch's medium step took 339-1095 ms on one AMD EPYC VM, unmapping and
+        # faulting in its activations every step; with them 342-356 ms.
+        torch_env["MALLOC_MMAP_THRESHOLD_"] = str(32 * 1024 * 1024)
+        torch_env["MALLOC_TRIM_THRESHOLD_"] = str(1024 * 1024 * 1024)
     torch_blas = "the system's libblas.so.3 (OpenBLAS on Debian)"
     if a.torch_blas == "same" and headroom_blas == "BLIS":
         if blis_libblas is None:
@@ -262,6 +278,14 @@ def main():
             return 2
         torch_env["LD_PRELOAD"] = str(blis_libblas)
         torch_blas = f"BLIS ({blis_libblas}, preloaded)"
+        # The same kernels as headroom's: headroom sets BLIS_ARCH_TYPE for itself where BLIS
+        # 0.9 would run its generic ones (autograd/gemm.cpp); torch gets the same number.
+        for e in (env, torch_env):
+            e["BLIS_ARCH_DEBUG"] = "1"
+        probe = run_once([str(a.bench), "--steps", "1", "--warmup-steps", "0"], env)
+        torch_env["BLIS_ARCH_TYPE"] = str(probe["blis_kernels_id"])
+        torch_blas += f", its {probe['blis_kernels']} kernels as headroom's (BLIS_ARCH_TYPE={probe['blis_kernels_id']})"
+        headroom_blas = f"{probe['gemm_library']}, {probe['blis_kernels']} kernels"
     load_before = os.getloadavg()
     started = time.time()
 
@@ -296,6 +320,10 @@ def main():
         for key in MODEL_KEYS:
             if h0.get(key) != t0.get(key):
                 failures.append(f"{name}: {key} differs (headroom {h0.get(key)}, torch {t0.get(key)})")
+        for r in runs["torch"]:
+            if "blis_kernels" in h0 and r.get("blis_kernels") != h0["blis_kernels"]:
+                failures.append(f"{name}: torch ran BLIS's {r.get('blis_kernels')} kernels, headroom its "
+                                f"{h0['blis_kernels']} ones")
         for impl, r in (("headroom", h0), ("torch", t0)):
             if abs(r["initial_loss"] - ln_v) > INITIAL_LOSS_TOLERANCE:
                 failures.append(f"{name}: {impl}'s initial loss {r['initial_loss']:.4f} is not within "
@@ -339,7 +367,9 @@ def main():
     print(f"GEMMs: headroom through {headroom_blas}; torch through {torch_blas}. GEMM floor = the step's GEMM "
           f"FLOPs at the measured rate of one (B T, C) x (C, 4C) GEMM; GFLOP/s = step GEMM FLOPs / step time, and "
           f"in brackets its share of that rate.")
-    print(f"Environment: {env_note}. Load average (1 min) {load_before[0]:.2f} before, "
+    allocator = ("torch keeps freed memory as headroom does (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_)"
+                 if a.torch_allocator == "retain" else "torch on glibc's default allocator settings")
+    print(f"Memory: {allocator}. Environment: {env_note}. Load average (1 min) {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after; {time.time() - started:.0f} s in all.")
     print("ratio = torch ms / headroom ms: > 1 means headroom is faster. Paired ratio: the median (and min-max) "
           "over reps of each torch run's ms over the headroom run just before it. p10 ratio: the same of the runs' "

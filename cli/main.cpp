@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "autograd/gemm.hpp"
 #include "autograd/memory.hpp"
 #include "cli/commands.hpp"
 #include "train/trainer.hpp"
@@ -28,7 +29,8 @@ int main(int argc, char** argv) {
       "attention heads buy you, and check the common claims about heads (claims).",
       "headroom"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "headroom 0.1.0");
+  // The GEMM library and its kernels: what decides most of a step's speed (bench/README.md).
+  app.set_version_flag("--version", [] { return "headroom 0.1.0\nGEMMs: " + headroom::gemm_library().describe(); });
 
   struct Command {
     std::string name;

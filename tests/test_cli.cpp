@@ -78,3 +78,34 @@ TEST_CASE("user mistakes get one line naming the problem and exit status 2") {
     check_refused(bad.args, bad.says);
   }
 }
+
+// --version names the GEMM library and its kernels, and who chose them: on an AMD CPU
+// with AVX-512, Debian's BLIS 0.9 would pick its generic kernels, so headroom picks
+// skx (autograd/gemm.cpp); a BLIS_ARCH_TYPE the user set wins.
+TEST_CASE("headroom --version names the GEMM kernels and who chose them") {
+  // This test's own process linked headroom and may have set BLIS_ARCH_TYPE: the
+  // children start without it, as a user's shell would.
+  const CliResult plain = run_program("env -u BLIS_ARCH_TYPE " HEADROOM_BIN, "--version");
+  INFO(plain.output);
+  REQUIRE(plain.status == 0);
+  CHECK(plain.output.find("headroom 0.1.0\nGEMMs: ") == 0);
+  if (plain.output.find("GEMMs: BLIS") == std::string::npos) return;  // an OpenBLAS build
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const bool amd_avx512 = __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  if (amd_avx512) {
+    CHECK(plain.output.find(", skx kernels (chosen by headroom: ") != std::string::npos);
+  } else {
+    CHECK(plain.output.find(" kernels (chosen by BLIS)") != std::string::npos);
+  }
+  // BLIS's arch_t 3 is haswell (AVX2), which every x86-64 BLIS build of Debian has.
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    const CliResult chosen = run_program("env BLIS_ARCH_TYPE=3 " HEADROOM_BIN, "--version");
+    INFO(chosen.output);
+    CHECK(chosen.status == 0);
+    CHECK(chosen.output.find(", haswell kernels (chosen by BLIS_ARCH_TYPE)") != std::string::npos);
+  }
+#endif
+}
