@@ -1,6 +1,8 @@
 // Batched matrix product with broadcast batch axes, one BLAS GEMM per 2-D slice
 // (docs/design.md #4). Transposes in backward are folded into the GEMM flags, not copied.
+#include <functional>
 #include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 #include <xtensor/xbuilder.hpp>
@@ -188,16 +190,25 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
       [xn = x.node(), wn = weight.node(), bn = bias.defined() ? bias.node() : nullptr, rows, in,
        out](const xt::xarray<T>& g, const xt::xarray<T>&) {
         const T* pg = g.data();  // (rows, out)
-        if (xn->requires_grad) {  // dx = g W: (rows, out) (out, in)
-          xt::xarray<T> gx = xt::empty<T>(xn->value.shape());
-          gemm<T>(false, false, rows, in, out, T(1), pg, out, wn->value.data(), in, T(0), gx.data(), in);
-          accumulate_grad(*xn, std::move(gx), "linear");
+        // dx = g W: (rows, out) (out, in), and dW = g^T x: (out, rows) (rows, in): the
+        // same multiply-adds each, so on two threads each takes one (parallel_tasks).
+        xt::xarray<T> gx, gw;
+        std::vector<std::function<void()>> products;
+        if (xn->requires_grad) {
+          gx = xt::empty<T>(xn->value.shape());
+          products.emplace_back([&] {
+            gemm<T>(false, false, rows, in, out, T(1), pg, out, wn->value.data(), in, T(0), gx.data(), in);
+          });
         }
-        if (wn->requires_grad) {  // dW = g^T x: (out, rows) (rows, in)
-          xt::xarray<T> gw = xt::empty<T>(wn->value.shape());
-          gemm<T>(true, false, out, in, rows, T(1), pg, out, xn->value.data(), in, T(0), gw.data(), in);
-          accumulate_grad(*wn, std::move(gw), "linear");
+        if (wn->requires_grad) {
+          gw = xt::empty<T>(wn->value.shape());
+          products.emplace_back([&] {
+            gemm<T>(true, false, out, in, rows, T(1), pg, out, xn->value.data(), in, T(0), gw.data(), in);
+          });
         }
+        parallel_tasks(products);
+        if (xn->requires_grad) accumulate_grad(*xn, std::move(gx), "linear");
+        if (wn->requires_grad) accumulate_grad(*wn, std::move(gw), "linear");
         if (bn && bn->requires_grad) {  // db = sum over rows of g
           xt::xarray<T> gb = xt::zeros<T>({out});
           // Parallel over outputs; each output's sum runs over the rows in order.

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -51,14 +52,15 @@ class Pool {
   std::size_t workers() const { return workers_.size(); }
 
   // Runs chunk(c) for every c in [0, chunks), on this thread and the workers, or
-  // all on this thread while the pool backs off (below).
+  // all on this thread while sharing does not pay (below).
   void run(std::size_t chunks, const std::function<void(std::size_t)>& chunk) {
-    if (serial_left_ > 0) {
-      --serial_left_;
+    const auto started = Clock::now();
+    if (!sharing_pays(started)) {
+      ++stats_.kept;
       run_here(chunks, chunk);
       return;
     }
-    const auto started = Clock::now();
+    ++stats_.shared;
     std::uint32_t generation = 0;
     bool wake = false;
     {
@@ -74,7 +76,7 @@ class Pool {
     }
     if (wake) start_.notify_all();
     t_in_region = true;
-    drain(generation, chunks, chunk);
+    const std::size_t own = drain(generation, chunks, chunk);
     t_in_region = false;
     const auto drained = Clock::now();
     spin_until([this] { return left_.load(std::memory_order_acquire) == 0; });
@@ -83,9 +85,11 @@ class Pool {
     done_.wait(lock, [this] { return left_.load(std::memory_order_acquire) == 0; });
     caller_waiting_ = false;
     job_ = nullptr;
-    back_off_if_late(drained - started, Clock::now() - drained);
+    account(chunks, own, drained - started, Clock::now() - started);
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
+
+  ParallelStats stats() const { return stats_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -105,32 +109,47 @@ class Pool {
     if (error) std::rethrow_exception(error);
   }
 
-  // A worker that claimed a chunk and then lost its core (another process on it)
-  // holds the loop up until the OS gives the core back, milliseconds later, while a
-  // loop's chunks last microseconds. When the caller waited longer for the others
-  // than it worked itself, the next loops run on this thread alone, 16 of them, twice
-  // as many each time it happens again (up to 1024), and fewer again as parallel
-  // loops come back on time: a shared machine costs about what one thread costs.
-  void back_off_if_late(Clock::duration own, Clock::duration waited) {
-    if (waited > own + kLate) {
-      backoff_ = std::clamp<std::size_t>(2 * backoff_, kMinBackoff, kMaxBackoff);
-      serial_left_ = backoff_;
-    } else {
-      backoff_ /= 2;
-    }
+  // Whether a second thread pays, measured: after each shared loop we estimate
+  // what it would have cost on this thread alone (the caller's own time per chunk
+  // times the chunks) and add the time sharing saved, or lost, to a balance that
+  // decays by half every kHalfLife. While the balance is below -kTolerance, loops
+  // run on this thread alone, with the same chunks and so the same results.
+  // Two cases make it negative. A worker that claimed a chunk and then lost its core
+  // to another process holds the loop up until the OS gives the core back,
+  // milliseconds later, while a loop lasts microseconds: that one loop costs more
+  // than hundreds save, and the next tens of milliseconds run on one thread (a 3 ms
+  // loss decays below the tolerance in 7 half-lives). And loops too short to pay for
+  // waking a thread lose a little each, so a model that small runs on one thread
+  // with a shared loop now and then to look again. The credit is capped, so that a
+  // long run of good loops cannot hide a late one.
+  bool sharing_pays(Clock::time_point now) {
+    const double dt = std::chrono::duration<double>(now - balance_at_).count();
+    balance_at_ = now;
+    balance_us_ *= std::exp2(-dt / kHalfLife.count());
+    return balance_us_ >= -kTolerance.count();
   }
 
-  static constexpr std::chrono::microseconds kLate{50};
-  static constexpr std::size_t kMinBackoff = 16, kMaxBackoff = 1024;
+  void account(std::size_t chunks, std::size_t own, Clock::duration own_time, Clock::duration wall) {
+    if (own == 0) return;  // the workers took every chunk: nothing to estimate from
+    const double alone_us = std::chrono::duration<double, std::micro>(own_time).count() *
+                            static_cast<double>(chunks) / static_cast<double>(own);
+    const double saved_us = alone_us - std::chrono::duration<double, std::micro>(wall).count();
+    balance_us_ = std::min(balance_us_ + saved_us, kMaxCredit.count());
+    if (saved_us < 0) stats_.lost_ms -= saved_us / 1000;
+  }
+
+  static constexpr std::chrono::duration<double> kHalfLife{0.010};
+  static constexpr std::chrono::duration<double, std::micro> kTolerance{20}, kMaxCredit{200};
 
   // Claims and runs chunks of this generation's loop until none is left. The
   // counter holds the generation beside the next chunk, so a worker that wakes
   // after its loop ended can never claim a chunk of the next one.
-  void drain(std::uint32_t generation, std::size_t chunks, const std::function<void(std::size_t)>& chunk) {
-    for (;;) {
+  // Returns how many it ran.
+  std::size_t drain(std::uint32_t generation, std::size_t chunks, const std::function<void(std::size_t)>& chunk) {
+    for (std::size_t ran = 0;; ++ran) {
       std::uint64_t v = next_.load(std::memory_order_acquire);
       do {
-        if (static_cast<std::uint32_t>(v >> 32) != generation || (v & 0xffffffffu) >= chunks) return;
+        if (static_cast<std::uint32_t>(v >> 32) != generation || (v & 0xffffffffu) >= chunks) return ran;
       } while (!next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
       try {
         chunk(static_cast<std::size_t>(v & 0xffffffffu));
@@ -194,7 +213,10 @@ class Pool {
   bool caller_waiting_ = false;                             // under mutex_
   std::size_t sleepers_ = 0;                                // under mutex_: workers asleep
   std::atomic<std::uint32_t> published_{0};  // generation_, for the spinning workers
-  std::size_t serial_left_ = 0, backoff_ = 0;  // the caller's alone
+  // The caller's alone: sharing_pays()'s balance, when it was last decayed, the counts.
+  double balance_us_ = 0;
+  Clock::time_point balance_at_ = Clock::now();
+  ParallelStats stats_;
   std::atomic<std::uint64_t> next_{0};  // (generation << 32) | next unclaimed chunk
   std::atomic<std::size_t> left_{0};    // chunks not finished yet
 };
@@ -224,6 +246,8 @@ void set_threads(int threads) {
 
 int threads() { return t_threads; }
 
+ParallelStats parallel_stats() { return t_pool ? t_pool->stats() : ParallelStats{}; }
+
 bool in_parallel_region() { return t_in_region; }
 
 std::size_t parallel_chunks(std::size_t n, std::size_t min_chunk, bool calls_gemm) {
@@ -244,6 +268,16 @@ void parallel_for(std::size_t n, std::size_t min_chunk, const std::function<void
   }
   // Chunk c covers [c n / chunks, (c + 1) n / chunks): sizes differ by at most one.
   t_pool->run(chunks, [&](std::size_t c) { body(c * n / chunks, (c + 1) * n / chunks); });
+}
+
+void parallel_tasks(const std::vector<std::function<void()>>& tasks) {
+  if (tasks.size() > 1 && threads() <= static_cast<int>(tasks.size())) {
+    parallel_for(tasks.size(), 1, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) tasks[i]();
+    }, /*calls_gemm=*/true);
+    return;
+  }
+  for (const auto& task : tasks) task();
 }
 
 }  // namespace headroom

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 namespace headroom {
 
@@ -34,6 +35,14 @@ int threads();  // the calling thread's
 // stay serial when the GEMM library cannot run one call on one thread.
 void parallel_for(std::size_t n, std::size_t min_chunk, const std::function<void(std::size_t, std::size_t)>& body,
                   bool calls_gemm = false);
+
+// Runs every task once. With no more threads than tasks, as the chunks of one
+// parallel_for, each task on one thread (a gemm() inside runs unsplit); with more
+// threads, one after the other, each free to use every thread itself. For
+// independent products of equal size, such as a linear layer's two gradient
+// GEMMs, a whole product per thread beats splitting each: no operand is packed
+// twice and the threads meet once instead of twice.
+void parallel_tasks(const std::vector<std::function<void()>>& tasks);
 
 // Chunks per thread: enough that a thread slowed by another process can hand most
 // of its share to the others, few enough that each still pays for its claim.
@@ -52,6 +61,19 @@ inline constexpr std::size_t kMinChunkElements = 16384;
 inline std::size_t min_chunk_rows(std::size_t width) {
   return std::max<std::size_t>(1, kMinChunkElements / std::max<std::size_t>(width, 1));
 }
+
+// How the calling thread's loops of more than one chunk ran while it had workers:
+// shared with them, or kept on this thread because sharing did not pay: loops too
+// short for a second thread, or a core busy with another process (parallel.cpp,
+// docs/design.md#threads). lost_ms: what the shared loops that lost cost, against
+// the estimate of running them alone. Counts since set_threads first gave this
+// thread workers; set_threads(1) drops them.
+struct ParallelStats {
+  std::size_t shared = 0, kept = 0;
+  double lost_ms = 0;
+  double kept_share() const { return shared + kept == 0 ? 0.0 : static_cast<double>(kept) / (shared + kept); }
+};
+ParallelStats parallel_stats();
 
 // Whether this thread is running a chunk of a parallel_for with more than one chunk
 // (gemm() then runs single-threaded).

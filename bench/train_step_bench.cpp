@@ -248,14 +248,15 @@ int run(const BenchOptions& o) {
       "\"median_ms\": {:.4f}, \"p10_ms\": {:.4f}, \"p90_ms\": {:.4f}, \"median_cpu_ms\": {:.4f}, "
       "\"tokens_per_s\": {:.1f}, \"peak_rss_mib\": {:.1f}, \"gemm_flops\": {:.6g}, \"step_gflops\": {:.3f}, "
       "\"gemm_gflops\": {:.3f}, \"gemm_library\": \"{}\", \"blis_kernels\": \"{}\", \"blis_kernels_id\": {}, "
-      "\"ms_per_step\": [{:.4f}]}}\n",
+      "\"loops_shared\": {}, \"loops_kept\": {}, \"loops_lost_ms\": {:.3f}, \"ms_per_step\": [{:.4f}]}}\n",
       o.d_model, o.n_heads, config->n_kv_heads, o.n_layers, config->d_ff, hr::to_string(config->pos),
       hr::to_string(config->norm_type), hr::to_string(config->ffn), config->bias, o.seq_len, o.batch, o.vocab,
       o.threads, o.steps, o.warmup_steps,
       model.parameter_count(), initial_loss, final_loss, std::log(static_cast<double>(o.vocab)), median,
       quantile(sorted, 0.1), quantile(sorted, 0.9), quantile(cpu_ms, 0.5), tokens_per_s, peak_rss_mib(),
       flops, flops / (median / 1000.0) / 1e9, gemm_gflops(o), hr::gemm_library().name, hr::gemm_library().kernels,
-      hr::gemm_library().kernels_id, fmt::join(ms, ", "));
+      hr::gemm_library().kernels_id, hr::parallel_stats().shared, hr::parallel_stats().kept,
+      hr::parallel_stats().lost_ms, fmt::join(ms, ", "));
   return 0;
 }
 

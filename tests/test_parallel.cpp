@@ -98,7 +98,7 @@ TEST_CASE("a loop's chunks are shared out dynamically: a slow thread takes fewer
   CHECK(worker_slept);
 }
 
-TEST_CASE("after waiting long for a late worker, the pool runs the next loops on the caller alone, then shares again") {
+TEST_CASE("after waiting long for a late worker, the pool keeps the next loops on the caller, then shares again") {
   // The late worker stands for one that another process kept off its core.
   ThreadsGuard guard;
   hr::set_threads(2);
@@ -117,8 +117,14 @@ TEST_CASE("after waiting long for a late worker, the pool runs the next loops on
   };
   // Until the worker takes a chunk and is late with it.
   int late_loops = 0;
+  const hr::ParallelStats before = hr::parallel_stats();
   while (late_loops < 1000 && loop(true) == 0) ++late_loops;
   REQUIRE(late_loops < 1000);
+  // The late loop lost about 5 ms against the caller's 0.3 ms alone (it had
+  // 0.3 ms of its own and would have done 0.6 ms alone), and it was counted.
+  const hr::ParallelStats after = hr::parallel_stats();
+  CHECK(after.shared > before.shared);
+  CHECK(after.lost_ms - before.lost_ms > 3.0);
   // The next 16 loops run every chunk on the caller's thread, with the same chunks.
   for (int i = 0; i < 16; ++i) {
     CAPTURE(i);
@@ -130,10 +136,46 @@ TEST_CASE("after waiting long for a late worker, the pool runs the next loops on
     });
     CHECK(chunks.size() == hr::parallel_chunks(10, 1));
   }
-  // Then it shares again: within a few hundred on-time loops the worker takes chunks.
+  CHECK(hr::parallel_stats().kept >= after.kept + 16);
+  // Then it shares again: the loss decays by half every 10 ms, so within a few
+  // hundred loops of 0.3 ms the worker takes chunks.
   int shared = 0;
   for (int i = 0; i < 500 && shared == 0; ++i) shared = loop(false);
   CHECK(shared > 0);
+}
+
+TEST_CASE("parallel_tasks runs each task once: one per thread when there are no more threads than tasks") {
+  ThreadsGuard guard;
+  for (const int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    hr::set_threads(threads);
+    std::vector<std::thread::id> ran_on(2);
+    std::vector<int> runs(2, 0);
+    std::vector<bool> inside(2, false);
+    const auto task = [&](std::size_t i) {
+      return [&, i] {
+        ++runs[i];
+        ran_on[i] = std::this_thread::get_id();
+        inside[i] = hr::in_parallel_region();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // long enough for a worker to claim the other
+      };
+    };
+    hr::parallel_tasks({task(0), task(1)});
+    CHECK(runs == std::vector<int>{1, 1});
+    // Two threads: the tasks are chunks (a gemm() inside one runs unsplit). One or
+    // three: one after the other on the caller, each free to use every thread.
+    CHECK(inside[0] == (threads == 2));
+    CHECK(inside[1] == (threads == 2));
+    if (threads != 2) {
+      CHECK(ran_on[0] == std::this_thread::get_id());
+      CHECK(ran_on[1] == std::this_thread::get_id());
+    }
+  }
+  hr::set_threads(2);
+  int runs = 0;
+  hr::parallel_tasks({[&] { ++runs; }});  // a single task: on the caller, outside any region
+  CHECK(runs == 1);
+  hr::parallel_tasks({});
 }
 
 TEST_CASE("gemm split into panels on 2 and 3 threads equals gemm on 1 thread, and repeats exactly") {
