@@ -270,6 +270,11 @@ void parallel_for(std::size_t n, std::size_t min_chunk, const std::function<void
   t_pool->run(chunks, [&](std::size_t c) { body(c * n / chunks, (c + 1) * n / chunks); });
 }
 
+int threads_that_pay(int requested, double step_flops) {
+  const double paying = 1 + std::floor(std::max(0.0, step_flops) / kFlopsPerExtraThread);
+  return paying >= requested ? requested : std::max(1, static_cast<int>(paying));
+}
+
 void parallel_tasks(const std::vector<std::function<void()>>& tasks) {
   if (tasks.size() > 1 && threads() <= static_cast<int>(tasks.size())) {
     parallel_for(tasks.size(), 1, [&](std::size_t begin, std::size_t end) {

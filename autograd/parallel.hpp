@@ -75,6 +75,18 @@ struct ParallelStats {
 };
 ParallelStats parallel_stats();
 
+// Each thread beyond the first pays for itself only when a training step has about
+// this many FLOPs of matrix products to share: below it, waking threads and moving
+// each op's data between the cores' caches cost more than the second core saves.
+// Measured on a 2-core AMD EPYC VM (bench/README.md, "Which models a second thread
+// pays for"): 3.4e8 (tiny) ran 4% slower on two threads than on one, 1.0e9 13%
+// faster, 1.5e9 39%.
+inline constexpr double kFlopsPerExtraThread = 5e8;
+
+// The threads that pay for steps of `step_flops`: `requested`, capped at 1 +
+// step_flops / kFlopsPerExtraThread (at least 1).
+int threads_that_pay(int requested, double step_flops);
+
 // Whether this thread is running a chunk of a parallel_for with more than one chunk
 // (gemm() then runs single-threaded).
 bool in_parallel_region();

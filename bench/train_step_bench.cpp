@@ -42,6 +42,7 @@
 #include "autograd/random.hpp"
 #include "nn/transformer.hpp"
 #include "optim/optim.hpp"
+#include "train/resources.hpp"
 #include "train/step.hpp"
 
 namespace hr = headroom;
@@ -109,24 +110,11 @@ std::vector<hr::IndexArray> make_batches(const BenchOptions& o) {
   return batches;
 }
 
-// The GEMM floating-point operations of one training step of this model: the
-// forward's GEMMs (q, k, v and out projections, Q K^T and P V per head, the two
-// feed-forward layers, the output head), times 3 (backward does two GEMMs of the
-// same size for each forward one: the input's and the weight's gradients).
-// With grouped K/V the k and v projections are G d_k wide; SwiGLU has three
-// (BT, C) x (C, d_ff)-sized GEMMs where the MLP has two.
+// The GEMM floating-point operations of one training step of this model
+// (train/resources.hpp): the forward's GEMMs (q, k, v and out projections, Q K^T
+// and P V per head, the feed-forward's two or three, the output head), times 3.
 double step_gemm_flops(const BenchOptions& o, const hr::ModelConfig& c) {
-  const double B = static_cast<double>(o.batch), T = static_cast<double>(o.seq_len),
-               C = static_cast<double>(c.d_model), L = static_cast<double>(c.n_layers),
-               V = static_cast<double>(c.vocab), H = static_cast<double>(c.n_heads),
-               G = static_cast<double>(c.n_kv_heads), dk = static_cast<double>(c.d_k),
-               dv = static_cast<double>(c.d_v), dff = static_cast<double>(c.d_ff);
-  const double tokens = B * T;
-  const double ffn_gemms = c.ffn == hr::FeedForwardType::swiglu ? 3 : 2;
-  const double per_layer = 2 * tokens * C * (H * dk + G * dk + G * dv + H * dv)  // q, k, v, out projections
-                           + 2 * B * T * T * H * (dk + dv)                       // Q K^T and P V over all heads
-                           + ffn_gemms * 2 * tokens * C * dff;                   // fc1, fc2 or gate, up, down
-  return 3 * (L * per_layer + 2 * tokens * C * V);
+  return hr::training_step_flops(c, o.batch, o.seq_len);
 }
 
 // GFLOP/s of one single-threaded (or --threads) float GEMM of the feed-forward's
@@ -180,7 +168,6 @@ void print_profile(const hr::OpProfile& profile, const std::vector<double>& step
 int run(const BenchOptions& o) {
   if (o.steps == 0) throw std::invalid_argument("--steps must be positive, got 0");
   if (o.threads < 1) throw std::invalid_argument(fmt::format("--threads must be >= 1, got {}", o.threads));
-  hr::set_threads(o.threads);
   if (o.allocator == "retain" && !hr::retain_freed_memory()) {
     throw std::runtime_error("the C library refused retain_freed_memory's settings");
   }
@@ -197,6 +184,9 @@ int run(const BenchOptions& o) {
                                                          .norm_type = hr::parse_norm_type(o.norm_type),
                                                          .ffn = hr::parse_ffn(o.ffn)}
                                               .resolved();
+  // What `headroom train --threads N` uses for this model (train/resources.hpp).
+  const int threads_used = hr::threads_that_pay(o.threads, step_gemm_flops(o, config));
+  hr::set_threads(threads_used);
   hr::Rng init_rng(o.seed + 1);
   hr::TransformerLM<float> model(config, init_rng);
   // PyTorch's AdamW defaults (betas 0.9/0.999, eps 1e-8) at lr 1e-3, weight decay
@@ -243,7 +233,7 @@ int run(const BenchOptions& o) {
   std::cout << fmt::format(
       "{{\"impl\": \"headroom\", \"d_model\": {}, \"n_heads\": {}, \"n_kv_heads\": {}, \"n_layers\": {}, "
       "\"d_ff\": {}, \"pos\": \"{}\", \"norm_type\": \"{}\", \"ffn\": \"{}\", \"bias\": {}, \"seq_len\": {}, "
-      "\"batch\": {}, \"vocab\": {}, \"threads\": {}, \"steps\": {}, \"warmup_steps\": {}, "
+      "\"batch\": {}, \"vocab\": {}, \"threads\": {}, \"threads_used\": {}, \"steps\": {}, \"warmup_steps\": {}, "
       "\"parameters\": {}, \"initial_loss\": {:.6f}, \"final_loss\": {:.6f}, \"ln_vocab\": {:.6f}, "
       "\"median_ms\": {:.4f}, \"p10_ms\": {:.4f}, \"p90_ms\": {:.4f}, \"median_cpu_ms\": {:.4f}, "
       "\"tokens_per_s\": {:.1f}, \"peak_rss_mib\": {:.1f}, \"gemm_flops\": {:.6g}, \"step_gflops\": {:.3f}, "
@@ -251,7 +241,7 @@ int run(const BenchOptions& o) {
       "\"loops_shared\": {}, \"loops_kept\": {}, \"loops_lost_ms\": {:.3f}, \"ms_per_step\": [{:.4f}]}}\n",
       o.d_model, o.n_heads, config->n_kv_heads, o.n_layers, config->d_ff, hr::to_string(config->pos),
       hr::to_string(config->norm_type), hr::to_string(config->ffn), config->bias, o.seq_len, o.batch, o.vocab,
-      o.threads, o.steps, o.warmup_steps,
+      o.threads, threads_used, o.steps, o.warmup_steps,
       model.parameter_count(), initial_loss, final_loss, std::log(static_cast<double>(o.vocab)), median,
       quantile(sorted, 0.1), quantile(sorted, 0.9), quantile(cpu_ms, 0.5), tokens_per_s, peak_rss_mib(),
       flops, flops / (median / 1000.0) / 1e9, gemm_gflops(o), hr::gemm_library().name, hr::gemm_library().kernels,

@@ -125,6 +125,9 @@ int run_train(const TrainCommandFlags& flags) {
              m.norm == NormPlacement::none ? std::string("no norm") : to_string(m.norm) + "-norm", blocks,
              m.attn_only ? ", attention-only" : "");
   if (const auto* task = dynamic_cast<const Task*>(data.get())) fmt::print("example: {}\n", task->example());
+  if (const ThreadChoice t = training_threads(config, data->vocab_size()); !t.why.empty()) {
+    fmt::print("threads: {}\n", t.why);
+  }
   std::fflush(stdout);
 
   TrainOptions options;

@@ -16,6 +16,7 @@
 
 #include "ablate/sweep.hpp"
 #include "autograd/input_file.hpp"
+#include "autograd/parallel.hpp"
 #include "autograd/random.hpp"
 #include "cli_runner.hpp"
 #include "data/char_dataset.hpp"
@@ -500,4 +501,42 @@ TEST_CASE("the JSON the tool reads back is strict too: a run's config.json and s
   CHECK_MESSAGE(again.output.find("headroom: error: " + result.string() + ": duplicate key 'steps'") !=
                     std::string::npos,
                 again.output);
+}
+
+// Threads that cannot pay are not used (autograd/parallel.hpp, train/resources.hpp):
+// each thread beyond the first needs about kFlopsPerExtraThread of matrix products a
+// step; the CLI says when it uses fewer than asked.
+TEST_CASE("a training step too small for a second thread runs on one, and headroom train says so") {
+  CHECK(hr::threads_that_pay(1, 1e12) == 1);
+  CHECK(hr::threads_that_pay(2, 3.4e8) == 1);
+  CHECK(hr::threads_that_pay(2, 5e8) == 2);
+  CHECK(hr::threads_that_pay(2, 1e10) == 2);
+  CHECK(hr::threads_that_pay(4, 1.2e9) == 3);
+  CHECK(hr::threads_that_pay(3, 0) == 1);
+
+  // bench/compare.py's tiny config: B 16, T 32, C 64, 2 layers, 4 heads of 16, d_ff
+  // 256, vocab 64. Per layer: projections 2*512*64*256, scores and weighted sums
+  // 2*16*32*32*4*32, MLP 2*2*512*64*256; the head 2*512*64*64; times 3.
+  hr::ModelConfig tiny{.vocab = 64, .d_model = 64, .n_layers = 2, .n_heads = 4};
+  const double per_layer = 2.0 * 512 * 64 * 256 + 2.0 * 16 * 32 * 32 * 4 * 32 + 2.0 * 2 * 512 * 64 * 256;
+  CHECK(hr::training_step_flops(tiny, 16, 32) == doctest::Approx(3 * (2 * per_layer + 2.0 * 512 * 64 * 64)));
+
+  hr::TrainConfig config;
+  config.model = tiny;
+  config.data.seq_len = 32;
+  config.optim.batch = 16;
+  config.optim.threads = 2;
+  const hr::ThreadChoice small = hr::training_threads(config);
+  CHECK(small.asked == 2);
+  CHECK(small.used == 1);
+  CHECK(small.why.find("1 of the 2 threads asked: a step of 0.34 GFLOP") == 0);
+  config.optim.batch = 256;  // 16 times the work: both threads
+  const hr::ThreadChoice big = hr::training_threads(config);
+  CHECK(big.used == 2);
+  CHECK(big.why.empty());
+
+  const CliResult r = run_headroom("train --steps 2 --threads 2 --no-save -q");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("threads: 1 of the 2 threads asked: a step of") != std::string::npos);
 }

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/parallel.hpp"
 #include "nn/param_count.hpp"
 
 namespace headroom {
@@ -254,6 +255,28 @@ void check_training_memory(const TrainConfig& config, std::size_t text_vocab, st
     return;
   }
   check_memory(e, dominant_training_flag(config, text_vocab), "one training step");
+}
+
+double training_step_flops(const ModelConfig& model, std::size_t batch, std::size_t seq_len) {
+  const Sizes s = sizes_of(model, seq_len);
+  const double B = static_cast<double>(batch), T = static_cast<double>(seq_len), tokens = B * T;
+  const double per_layer = 2 * tokens * s.C * (s.H * s.dk + s.G * s.dk + s.G * s.dv + s.H * s.dv)  // projections
+                           + 2 * B * T * T * s.H * (s.dk + s.dv)                                 // Q K^T, P V
+                           + (s.dff > 0 ? (s.ffn_in + 1) * 2 * tokens * s.C * s.dff : 0);        // feed-forward
+  return 3 * (s.L * per_layer + 2 * tokens * s.C * s.V);
+}
+
+ThreadChoice training_threads(const TrainConfig& config, std::size_t text_vocab) {
+  ThreadChoice t;
+  t.asked = config.optim.threads;
+  t.step_flops = training_step_flops(with_vocab(config, text_vocab), config.optim.batch, config.data.seq_len);
+  t.used = threads_that_pay(t.asked, t.step_flops);
+  if (t.used < t.asked) {
+    t.why = fmt::format("{} of the {} threads asked: a step of {:.2g} GFLOP is too small for more to pay "
+                        "(each thread beyond the first needs about {:.2g} GFLOP of matrix products a step)",
+                        t.used, t.asked, t.step_flops / 1e9, kFlopsPerExtraThread / 1e9);
+  }
+  return t;
 }
 
 }  // namespace headroom

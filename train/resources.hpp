@@ -78,4 +78,21 @@ std::string dominant_training_flag(const TrainConfig& config, std::size_t text_v
 // dominant flag, when it does not fit. `jobs` runs side by side multiply it.
 void check_training_memory(const TrainConfig& config, std::size_t text_vocab = 0, std::size_t jobs = 1);
 
+// The FLOPs of one training step's matrix products (2 per multiply-add): the q, k,
+// v and out projections, Q K^T and P V over the whole (B, T, T), the feed-forward's
+// two matrices (SwiGLU's three) and the output head, times 3 for the forward and
+// the backward's two products of each. model.vocab must be set. The same count as
+// bench/train_step_bench's GFLOP/s.
+double training_step_flops(const ModelConfig& model, std::size_t batch, std::size_t seq_len);
+
+// The threads a training run uses: optim.threads, or fewer where its steps are too
+// small for more to pay (threads_that_pay, autograd/parallel.hpp). `why` says so
+// when it is fewer, for the CLI to print; empty otherwise.
+struct ThreadChoice {
+  int asked = 1, used = 1;
+  double step_flops = 0;
+  std::string why;
+};
+ThreadChoice training_threads(const TrainConfig& config, std::size_t text_vocab = 0);
+
 }  // namespace headroom

@@ -285,7 +285,7 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOp
   } else if (options.resume) {
     throw std::invalid_argument("resume needs the run's output directory");
   }
-  set_threads(config.optim.threads);
+  set_threads(training_threads(config, data.vocab_size()).used);
   return Loop(config, data, options).run();
 }
 
