@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "train/out_dir.hpp"
+#include "train/resources.hpp"
 #include "train/resume.hpp"
 #include "train/trainer.hpp"
 #include "nn/safetensors.hpp"
@@ -56,6 +57,30 @@ struct Pending {
   const PlannedRun* run = nullptr;
   std::size_t from_step = 0;  // > 0: resume from this checkpoint
 };
+
+// The order a process claims its runs in: the longest first, so that with --jobs N
+// the runs left at the end, when fewer than N are still running, are short ones
+// (Graham's longest-processing-time rule). A run's length is estimated as its
+// steps left times its step's matrix-product FLOPs (train/resources.hpp); among equal
+// FLOPs, the run with more heads first: its attention does the same work in more,
+// smaller products, and a tiny model's run with 8 heads of 8 took 1.5 s against
+// 0.8-1.0 s with 1, 2 or 4 (bench/README.md, "Sweeps"). Which runs a shard holds,
+// and where each writes, does not depend on it.
+void start_longest_first(std::vector<Pending>& pending) {
+  auto cost = [](const Pending& p) {
+    const TrainConfig& c = p.run->config;
+    const std::size_t vocab = c.model.vocab != 0 ? c.model.vocab : c.data.vocab;
+    ModelConfig model = c.model;
+    model.vocab = vocab;
+    return static_cast<double>(c.optim.steps - p.from_step) *
+           training_step_flops(model, c.optim.batch, c.data.seq_len);
+  };
+  std::stable_sort(pending.begin(), pending.end(), [&](const Pending& a, const Pending& b) {
+    const double ca = cost(a), cb = cost(b);
+    if (ca != cb) return ca > cb;
+    return a.run->config.model.n_heads > b.run->config.model.n_heads;
+  });
+}
 
 // Hands events to the caller's callback one at a time, from any worker thread.
 class Reporter {
@@ -281,6 +306,8 @@ SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
     steps_to_do += run.config.optim.steps - p.from_step;
     pending.push_back(p);
   }
+
+  start_longest_first(pending);
 
   const std::size_t jobs = std::max<std::size_t>(1, std::min(options.jobs, pending.size()));
   Reporter report(options.on_event);

@@ -546,3 +546,31 @@ TEST_CASE("headroom ablate: Ctrl-C stops every running run with a checkpoint and
     CHECK(checkpoint);
   }
 }
+
+// Runs start longest first (ablate/run.cpp, start_longest_first): more matrix-product
+// FLOPs first, and at equal FLOPs more heads first; sweep.json and results.csv keep
+// the grid's order.
+TEST_CASE("headroom ablate starts the longest runs first, and keeps the grid's order in its files") {
+  const TempDir tmp("ablate_order");
+  const fs::path dir = tmp.path() / "sweep";
+  // --dk auto: the same FLOPs for 1 and 4 heads; d_k 8 against 2: more FLOPs.
+  const CliResult r = run_headroom("ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 2 "
+                                   "--warmup 1 --eval-every 2 --heads 1,4 --dk auto --seeds 1 --jobs 1 --out " +
+                                   dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::size_t h4 = r.output.find("[1/2] h4-dk4-s0:"), h1 = r.output.find("[2/2] h1-dk16-s0:");
+  CHECK(h4 != std::string::npos);
+  CHECK(h1 != std::string::npos);
+  const nlohmann::json sweep = nlohmann::json::parse(read_file(dir / "sweep.json"));
+  CHECK(sweep["runs"][0]["id"] == "h1-dk16-s0");
+  CHECK(read_file(dir / "results.csv").find("h1-dk16-s0") < read_file(dir / "results.csv").find("h4-dk4-s0"));
+
+  const CliResult dk = run_headroom("ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 2 "
+                                    "--warmup 1 --eval-every 2 --heads 2 --dk 2,8 --seeds 1 --jobs 1 --out " +
+                                    (tmp.path() / "dk").string());
+  INFO(dk.output);
+  REQUIRE(dk.status == 0);
+  CHECK(dk.output.find("[1/2] h2-dk8-s0:") != std::string::npos);
+  CHECK(dk.output.find("[2/2] h2-dk2-s0:") != std::string::npos);
+}
