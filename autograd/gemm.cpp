@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <unistd.h>
 
 #include <cblas.h>  // BLIS's or OpenBLAS's (autograd/CMakeLists.txt)
 #ifdef HEADROOM_BLAS_BLIS
@@ -70,7 +71,7 @@ bool degenerate_gemm(std::size_t m, std::size_t n, std::size_t k, T beta, T* c, 
 template <typename T>
 void serial_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-  if (!trans_b && small_gemm_fits(n, k)) {
+  if (!trans_b && small_gemm_fits(n, k, sizeof(T))) {
     small_gemm<T>(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -96,7 +97,7 @@ void split_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
   const std::size_t units = (side + kPanelUnit - 1) / kPanelUnit;
   const std::size_t unit_macs = kPanelUnit * other * k;
   const std::size_t min_units = std::max<std::size_t>(1, (kMinGemmPanelMacs + unit_macs - 1) / unit_macs);
-  const bool ours = gemm_threads_per_call() || (!trans_b && small_gemm_fits(n, k) && rows);
+  const bool ours = gemm_threads_per_call() || (!trans_b && small_gemm_fits(n, k, sizeof(T)) && rows);
   if (!ours || in_parallel_region() || parallel_chunks(units, min_units) <= 1) {
     serial_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
@@ -153,8 +154,16 @@ template void library_gemm(bool, bool, std::size_t, std::size_t, std::size_t, fl
 template void library_gemm(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*, std::size_t,
                            const double*, std::size_t, double, double*, std::size_t);
 
-bool small_gemm_fits(std::size_t n, std::size_t k) {
-  return n <= kSmallGemmMaxN && k <= kSmallGemmMaxK && n * k <= kSmallGemmMaxB;
+std::size_t small_gemm_max_b_bytes() {
+  static const std::size_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? static_cast<std::size_t>(l2) / 2 : std::size_t{512} * 1024;
+  }();
+  return bytes;
+}
+
+bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes) {
+  return n <= kSmallGemmMaxN && k <= kSmallGemmMaxK && n * k * element_bytes <= small_gemm_max_b_bytes();
 }
 
 const GemmLibrary& gemm_library() {

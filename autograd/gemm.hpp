@@ -32,12 +32,15 @@ inline constexpr std::size_t kMinGemmPanelMacs = std::size_t{1} << 19;
 
 // gemm() hands a product with an untransposed B to small_gemm (small_gemm.hpp)
 // instead of the library when B (k, n) is at most kSmallGemmMaxK x kSmallGemmMaxN
-// and kSmallGemmMaxB elements: there its register-blocked loop, reading B from cache
-// for every block of rows, ran 1.3 to 2.4 times as fast as BLIS 0.9 on linear's
-// products of the tiny, small and medium configs, and slower beyond (a larger B
-// leaves the L2 cache; bench/small_gemm_bench.cpp, bench/README.md).
-inline constexpr std::size_t kSmallGemmMaxN = 512, kSmallGemmMaxK = 1024, kSmallGemmMaxB = std::size_t{1} << 18;
-bool small_gemm_fits(std::size_t n, std::size_t k);
+// and fills at most half of this core's L2 cache (small_gemm_max_b_bytes): there
+// its register-blocked loop, reading B from cache for every block of rows, ran 1.3
+// to 2.4 times as fast as BLIS 0.9 on linear's products of the tiny, small and
+// medium configs, and slower beyond: with 2 MiB of L2 (Intel Xeon) B up to 1 MiB
+// paid, with 1 MiB (AMD EPYC, Zen 5) a 1 MiB B ran at 137-140 GFLOP/s against BLIS's
+// 156-162 (bench/small_gemm_bench.cpp, bench/README.md).
+inline constexpr std::size_t kSmallGemmMaxN = 512, kSmallGemmMaxK = 1024;
+std::size_t small_gemm_max_b_bytes();  // half the L2 cache (sysconf), 512 KiB when unknown
+bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes);
 
 // The GEMM library and the kernels it runs, for reports and benchmarks: e.g.
 // "BLIS 0.9.0, skx kernels (chosen by headroom: ...)". Initialises the library.

@@ -162,7 +162,7 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   Shape out_shape = xs;
   out_shape.back() = out;
   xt::xarray<T> y = xt::empty<T>(out_shape);  // (rows, out)
-  if ((in < kContiguousWeightBelow || small_gemm_fits(out, in)) && rows >= out) {
+  if ((in < kContiguousWeightBelow || small_gemm_fits(out, in, sizeof(T))) && rows >= out) {
     // y = x W^T on a contiguous copy of W^T (in, out): BLIS 0.9 runs x W^T with
     // W as stored at about half the speed of the same product on W^T when `in` is
     // small (bench/README.md: in = 64, 35 against 66 GFLOP/s; in = 128, 44 against

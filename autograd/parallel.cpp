@@ -44,8 +44,10 @@ class Pool {
     for (auto& w : workers_) w.join();
     workers_.clear();
     stop_ = false;
+    threads_ = workers + 1;
+    cursors_ = std::make_unique<Cursor[]>(threads_);
     for (std::size_t i = 0; i < workers; ++i) {
-      workers_.emplace_back([this, seen = generation_] { work(seen); });
+      workers_.emplace_back([this, me = i + 1, seen = generation_] { work(me, seen); });
     }
   }
 
@@ -70,13 +72,15 @@ class Pool {
       chunks_ = chunks;
       error_ = nullptr;
       left_.store(chunks, std::memory_order_relaxed);
-      next_.store(std::uint64_t{generation} << 32, std::memory_order_release);
+      for (std::size_t t = 0; t < threads_; ++t) {
+        cursors_[t].next.store(std::uint64_t{generation} << 32 | first_chunk(t, chunks), std::memory_order_release);
+      }
       published_.store(generation, std::memory_order_release);
       wake = sleepers_ > 0;  // a worker that goes to sleep after this sees the new generation first
     }
     if (wake) start_.notify_all();
     t_in_region = true;
-    const std::size_t own = drain(generation, chunks, chunk);
+    const std::size_t own = drain(0, generation, chunks, chunk);
     t_in_region = false;
     const auto drained = Clock::now();
     spin_until([this] { return left_.load(std::memory_order_acquire) == 0; });
@@ -141,27 +145,45 @@ class Pool {
   static constexpr std::chrono::duration<double> kHalfLife{0.010};
   static constexpr std::chrono::duration<double, std::micro> kTolerance{20}, kMaxCredit{200};
 
-  // Claims and runs chunks of this generation's loop until none is left. The
-  // counter holds the generation beside the next chunk, so a worker that wakes
-  // after its loop ended can never claim a chunk of the next one.
+  // Thread t's own chunks are [first_chunk(t), first_chunk(t + 1)): the same rows
+  // of every loop over the same rows, so that what one op wrote to a core's cache
+  // is what the next op reads there (claiming from one shared counter sent each
+  // chunk to either thread: a loop's data crossed between the cores' caches at
+  // random).
+  std::size_t first_chunk(std::size_t t, std::size_t chunks) const { return t * chunks / threads_; }
+
+  // Claims and runs chunks of this generation's loop until none is left: thread me's
+  // own chunks in order, then, from the thread after it on, the others' that their
+  // owners have not claimed yet (a thread the OS keeps off its core leaves its chunks
+  // to the others). Each counter holds the generation beside the next chunk, so a
+  // worker that wakes after its loop ended can never claim a chunk of the next one.
   // Returns how many it ran.
-  std::size_t drain(std::uint32_t generation, std::size_t chunks, const std::function<void(std::size_t)>& chunk) {
-    for (std::size_t ran = 0;; ++ran) {
-      std::uint64_t v = next_.load(std::memory_order_acquire);
-      do {
-        if (static_cast<std::uint32_t>(v >> 32) != generation || (v & 0xffffffffu) >= chunks) return ran;
-      } while (!next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
-      try {
-        chunk(static_cast<std::size_t>(v & 0xffffffffu));
-      } catch (...) {
-        std::lock_guard lock(mutex_);
-        if (!error_) error_ = std::current_exception();
-      }
-      if (left_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard lock(mutex_);  // the caller checks left_ under it: no lost wake-up
-        if (caller_waiting_) done_.notify_one();
+  std::size_t drain(std::size_t me, std::uint32_t generation, std::size_t chunks,
+                    const std::function<void(std::size_t)>& chunk) {
+    std::size_t ran = 0;
+    for (std::size_t k = 0; k < threads_; ++k) {
+      const std::size_t owner = (me + k) % threads_;
+      std::atomic<std::uint64_t>& next = cursors_[owner].next;
+      const std::size_t end = first_chunk(owner + 1, chunks);
+      for (;; ++ran) {
+        std::uint64_t v = next.load(std::memory_order_acquire);
+        do {
+          if (static_cast<std::uint32_t>(v >> 32) != generation || (v & 0xffffffffu) >= end) break;
+        } while (!next.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
+        if (static_cast<std::uint32_t>(v >> 32) != generation || (v & 0xffffffffu) >= end) break;
+        try {
+          chunk(static_cast<std::size_t>(v & 0xffffffffu));
+        } catch (...) {
+          std::lock_guard lock(mutex_);
+          if (!error_) error_ = std::current_exception();
+        }
+        if (left_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          std::lock_guard lock(mutex_);  // the caller checks left_ under it: no lost wake-up
+          if (caller_waiting_) done_.notify_one();
+        }
       }
     }
+    return ran;
   }
 
   // Spins until done() or kSpin has passed, whichever is first.
@@ -182,7 +204,7 @@ class Pool {
 
   static constexpr std::chrono::microseconds kSpin{100};
 
-  void work(std::uint32_t seen) {
+  void work(std::size_t me, std::uint32_t seen) {
     t_in_region = true;
     for (;;) {
       const std::function<void(std::size_t)>* job = nullptr;
@@ -198,7 +220,7 @@ class Pool {
         job = job_;
         chunks = chunks_;
       }
-      if (job) drain(seen, chunks, *job);
+      if (job) drain(me, seen, chunks, *job);
     }
   }
 
@@ -217,7 +239,13 @@ class Pool {
   double balance_us_ = 0;
   Clock::time_point balance_at_ = Clock::now();
   ParallelStats stats_;
-  std::atomic<std::uint64_t> next_{0};  // (generation << 32) | next unclaimed chunk
+  // Per thread (0 the caller, 1.. the workers), on a cache line of its own:
+  // (generation << 32) | the next unclaimed chunk of its own range.
+  struct alignas(64) Cursor {
+    std::atomic<std::uint64_t> next{0};
+  };
+  std::size_t threads_ = 1;
+  std::unique_ptr<Cursor[]> cursors_ = std::make_unique<Cursor[]>(1);
   std::atomic<std::size_t> left_{0};    // chunks not finished yet
 };
 

@@ -3,7 +3,9 @@
 // set_threads(n) is the one knob (the trainer's --threads). parallel_for splits
 // headroom's loops (attention per (batch, kv head), LayerNorm and GELU rows, the
 // optimizer's parameters) into up to kChunksPerThread * n contiguous chunks, and the
-// caller's thread and n - 1 workers claim them one by one; gemm() splits a large
+// caller's thread and n - 1 workers claim them one by one, each its own share of
+// the chunks first (the same rows in every loop, so data stays in the core's cache)
+// and then what the others have not claimed yet; gemm() splits a large
 // GEMM into panels of C the same way (gemm.hpp). Chunks are fixed by n and the
 // loop's length alone, and each is computed the same way whichever thread claims
 // it, so a run is deterministic for a given n. Claiming instead of assigning is

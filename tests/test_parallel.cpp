@@ -378,3 +378,31 @@ TEST_CASE("OpProfile counts each op's forward and backward calls and times them"
 TEST_CASE("without an OpProfile no op is timed") {
   CHECK(hr::OpProfile::active() == nullptr);
 }
+
+TEST_CASE("each thread claims its own share of a loop's chunks first: the same rows on the same core") {
+  // 2 threads, 4 chunks: the caller owns chunks 0 and 1, the worker 2 and 3; either
+  // takes the other's unclaimed chunks once its own are done.
+  ThreadsGuard guard;
+  hr::set_threads(2);
+  const auto caller = std::this_thread::get_id();
+  int worker_ran = 0;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    std::mutex m;
+    std::vector<std::size_t> on_worker;
+    std::thread::id first_owner;
+    hr::parallel_for(4, 1, [&](std::size_t begin, std::size_t) {
+      {
+        std::lock_guard lock(m);
+        if (begin == 0) first_owner = std::this_thread::get_id();
+        if (std::this_thread::get_id() != caller) on_worker.push_back(begin);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    });
+    CHECK(first_owner == caller);  // the caller starts with its own first chunk
+    if (!on_worker.empty()) {
+      ++worker_ran;
+      CHECK(on_worker.front() >= 2);  // the worker starts in its own share
+    }
+  }
+  CHECK(worker_ran > 0);
+}
