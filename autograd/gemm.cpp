@@ -27,8 +27,10 @@ namespace {
 // AMD AVX-512 sub-configuration of its own (a build with zen4 or zen5 chooses alone), the CPU is
 // AMD's and has the AVX-512 subsets skx's kernels use, and the user has not chosen
 // with BLIS_ARCH_TYPE, we choose skx through that variable before BLIS reads it.
-// It runs during static initialisation, before any code can call BLIS; the variable
-// stays set, so processes started from this one get the same kernels.
+// It runs during static initialisation, before any code can call BLIS: we set the
+// variable, initialise BLIS, which reads it then, and remove it again, so that a
+// process started from this one (a Slurm job on another node, a test) chooses for
+// its own CPU; a CPU without AVX-512 would die on skx's instructions.
 const char* choose_blis_kernels() {
 #if (defined(__x86_64__) || defined(__i386__)) && defined(BLIS_CONFIG_SKX) && !defined(BLIS_CONFIG_ZEN4) && \
     !defined(BLIS_CONFIG_ZEN5)
@@ -39,6 +41,8 @@ const char* choose_blis_kernels() {
                       __builtin_cpu_supports("avx512vl");
   if (!__builtin_cpu_is("amd") || !avx512) return nullptr;
   if (setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0) != 0) return nullptr;
+  bli_init();
+  unsetenv("BLIS_ARCH_TYPE");
   return "headroom: this BLIS has no kernels for AMD CPUs with AVX-512 and would run its generic ones; "
          "BLIS_ARCH_TYPE overrides";
 #else

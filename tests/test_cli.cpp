@@ -83,8 +83,8 @@ TEST_CASE("user mistakes get one line naming the problem and exit status 2") {
 // with AVX-512, Debian's BLIS 0.9 would pick its generic kernels, so headroom picks
 // skx (autograd/gemm.cpp); a BLIS_ARCH_TYPE the user set wins.
 TEST_CASE("headroom --version names the GEMM kernels and who chose them") {
-  // This test's own process linked headroom and may have set BLIS_ARCH_TYPE: the
-  // children start without it, as a user's shell would.
+  // The children start without a BLIS_ARCH_TYPE of this test's environment, as a
+  // user's shell would.
   const CliResult plain = run_program("env -u BLIS_ARCH_TYPE " HEADROOM_BIN, "--version");
   INFO(plain.output);
   REQUIRE(plain.status == 0);

@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "autograd/gemm.hpp"
 #include "autograd/random.hpp"
 #include "autograd/small_gemm.hpp"
 
@@ -63,3 +65,14 @@ void check_shapes(T tolerance) {
 TEST_CASE("small_gemm equals a triple loop in float, on every blocking edge") { check_shapes<float>(2e-5f); }
 
 TEST_CASE("small_gemm equals a triple loop in double, on every blocking edge") { check_shapes<double>(1e-13); }
+
+// headroom's choice of BLIS's kernels (autograd/gemm.cpp) does not leak into the
+// environment of processes started from this one: BLIS_ARCH_TYPE is set only when
+// the user set it.
+TEST_CASE("choosing BLIS's kernels leaves BLIS_ARCH_TYPE as the user left it") {
+  const headroom::GemmLibrary& library = headroom::gemm_library();
+  CHECK(!library.name.empty());
+  if (library.kernels.empty()) return;  // OpenBLAS
+  INFO(library.describe());
+  CHECK((std::getenv("BLIS_ARCH_TYPE") != nullptr) == (library.chosen_by == "BLIS_ARCH_TYPE"));
+}
