@@ -167,7 +167,8 @@ std::size_t small_gemm_max_b_bytes() {
 }
 
 bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes) {
-  return n <= kSmallGemmMaxN && k <= kSmallGemmMaxK && n * k * element_bytes <= small_gemm_max_b_bytes();
+  return n <= kSmallGemmMaxN && k <= kSmallGemmMaxK && n * k * element_bytes <= small_gemm_max_b_bytes() &&
+         n * element_bytes % kSmallGemmRowBytes == 0;
 }
 
 const GemmLibrary& gemm_library() {

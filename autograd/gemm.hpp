@@ -38,7 +38,10 @@ inline constexpr std::size_t kMinGemmPanelMacs = std::size_t{1} << 19;
 // medium configs, and slower beyond: with 2 MiB of L2 (Intel Xeon) B up to 1 MiB
 // paid, with 1 MiB (AMD EPYC, Zen 5) a 1 MiB B ran at 137-140 GFLOP/s against BLIS's
 // 156-162 (bench/small_gemm_bench.cpp, bench/README.md).
-inline constexpr std::size_t kSmallGemmMaxN = 512, kSmallGemmMaxK = 1024;
+// And when B's rows are whole 64-byte vectors: small_gemm copies a partial vector at
+// the end of each row in and out for every step of k, and SwiGLU's d_ff of 344
+// floats (21.5 vectors) ran at 139 GFLOP/s there against BLIS's 184.
+inline constexpr std::size_t kSmallGemmMaxN = 512, kSmallGemmMaxK = 1024, kSmallGemmRowBytes = 64;
 std::size_t small_gemm_max_b_bytes();  // half the L2 cache (sysconf), 512 KiB when unknown
 bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes);
 
