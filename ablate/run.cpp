@@ -15,6 +15,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -67,19 +68,17 @@ struct Pending {
 // 0.8-1.0 s with 1, 2 or 4 (bench/README.md, "Sweeps"). Which runs a shard holds,
 // and where each writes, does not depend on it.
 void start_longest_first(std::vector<Pending>& pending) {
-  auto cost = [](const Pending& p) {
+  std::vector<std::pair<double, Pending>> by_cost;
+  by_cost.reserve(pending.size());
+  for (const Pending& p : pending) {
     const TrainConfig& c = p.run->config;
-    const std::size_t vocab = c.model.vocab != 0 ? c.model.vocab : c.data.vocab;
-    ModelConfig model = c.model;
-    model.vocab = vocab;
-    return static_cast<double>(c.optim.steps - p.from_step) *
-           training_step_flops(model, c.optim.batch, c.data.seq_len);
-  };
-  std::stable_sort(pending.begin(), pending.end(), [&](const Pending& a, const Pending& b) {
-    const double ca = cost(a), cb = cost(b);
-    if (ca != cb) return ca > cb;
-    return a.run->config.model.n_heads > b.run->config.model.n_heads;
+    by_cost.emplace_back(static_cast<double>(c.optim.steps - p.from_step) * training_step_flops(c), p);
+  }
+  std::stable_sort(by_cost.begin(), by_cost.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first > b.first;
+    return a.second.run->config.model.n_heads > b.second.run->config.model.n_heads;
   });
+  for (std::size_t i = 0; i < pending.size(); ++i) pending[i] = by_cost[i].second;
 }
 
 // Hands events to the caller's callback one at a time, from any worker thread.

@@ -152,6 +152,17 @@ class Pool {
   // random).
   std::size_t first_chunk(std::size_t t, std::size_t chunks) const { return t * chunks / threads_; }
 
+  // Takes the next chunk of `next`'s range, below `end`, in this generation into c;
+  // false when none is left.
+  static bool claim(std::atomic<std::uint64_t>& next, std::uint32_t generation, std::size_t end, std::size_t& c) {
+    std::uint64_t v = next.load(std::memory_order_acquire);
+    do {
+      if (static_cast<std::uint32_t>(v >> 32) != generation || (v & 0xffffffffu) >= end) return false;
+    } while (!next.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
+    c = static_cast<std::size_t>(v & 0xffffffffu);
+    return true;
+  }
+
   // Claims and runs chunks of this generation's loop until none is left: thread me's
   // own chunks in order, then, from the thread after it on, the others' that their
   // owners have not claimed yet (a thread the OS keeps off its core leaves its chunks
@@ -165,14 +176,9 @@ class Pool {
       const std::size_t owner = (me + k) % threads_;
       std::atomic<std::uint64_t>& next = cursors_[owner].next;
       const std::size_t end = first_chunk(owner + 1, chunks);
-      for (;; ++ran) {
-        std::uint64_t v = next.load(std::memory_order_acquire);
-        do {
-          if (static_cast<std::uint32_t>(v >> 32) != generation || (v & 0xffffffffu) >= end) break;
-        } while (!next.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
-        if (static_cast<std::uint32_t>(v >> 32) != generation || (v & 0xffffffffu) >= end) break;
+      for (std::size_t c = 0; claim(next, generation, end, c); ++ran) {
         try {
-          chunk(static_cast<std::size_t>(v & 0xffffffffu));
+          chunk(c);
         } catch (...) {
           std::lock_guard lock(mutex_);
           if (!error_) error_ = std::current_exception();

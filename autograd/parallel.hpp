@@ -73,7 +73,6 @@ inline std::size_t min_chunk_rows(std::size_t width) {
 struct ParallelStats {
   std::size_t shared = 0, kept = 0;
   double lost_ms = 0;
-  double kept_share() const { return shared + kept == 0 ? 0.0 : static_cast<double>(kept) / (shared + kept); }
 };
 ParallelStats parallel_stats();
 

@@ -266,10 +266,14 @@ double training_step_flops(const ModelConfig& model, std::size_t batch, std::siz
   return 3 * (s.L * per_layer + 2 * tokens * s.C * s.V);
 }
 
+double training_step_flops(const TrainConfig& config, std::size_t text_vocab) {
+  return training_step_flops(with_vocab(config, text_vocab), config.optim.batch, config.data.seq_len);
+}
+
 ThreadChoice training_threads(const TrainConfig& config, std::size_t text_vocab) {
   ThreadChoice t;
   t.asked = config.optim.threads;
-  t.step_flops = training_step_flops(with_vocab(config, text_vocab), config.optim.batch, config.data.seq_len);
+  t.step_flops = training_step_flops(config, text_vocab);
   t.used = threads_that_pay(t.asked, t.step_flops);
   if (t.used < t.asked) {
     t.why = fmt::format("{} of the {} threads asked: a step of {:.2g} GFLOP is too small for more to pay "

@@ -84,6 +84,8 @@ void check_training_memory(const TrainConfig& config, std::size_t text_vocab = 0
 // the backward's two products of each. model.vocab must be set. The same count as
 // bench/train_step_bench's GFLOP/s.
 double training_step_flops(const ModelConfig& model, std::size_t batch, std::size_t seq_len);
+// The same for a training config: its model with the data's vocabulary, its batch and seq_len.
+double training_step_flops(const TrainConfig& config, std::size_t text_vocab = 0);
 
 // The threads a training run uses: optim.threads, or fewer where its steps are too
 // small for more to pay (threads_that_pay, autograd/parallel.hpp). `why` says so
