@@ -72,7 +72,8 @@ int main() {
     const char* name;
     std::size_t T, d;
   };
-  for (const Config cfg : {Config{"tiny", 32, 16}, Config{"small", 64, 16}, Config{"medium", 128, 32}}) {
+  for (const Config cfg : {Config{"tiny", 32, 16}, Config{"small", 64, 16}, Config{"medium", 128, 32},
+                           Config{"large", 256, 64}}) {
     const std::size_t keys = cfg.T;  // the last (largest) causal block
     const std::size_t rows = std::min<std::size_t>(32, cfg.T);
     const std::vector<Product> products{

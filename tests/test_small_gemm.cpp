@@ -76,3 +76,25 @@ TEST_CASE("choosing BLIS's kernels leaves BLIS_ARCH_TYPE as the user left it") {
   INFO(library.describe());
   CHECK((std::getenv("BLIS_ARCH_TYPE") != nullptr) == (library.chosen_by == "BLIS_ARCH_TYPE"));
 }
+
+// transpose_into copies in tiles (autograd/gemm.cpp): every shape around the tile's
+// edges, with a padded row stride, gives exactly src^T and writes nothing else.
+TEST_CASE("transpose_into gives src transposed on every tile edge") {
+  for (const std::size_t rows : {1, 15, 16, 17, 33, 256}) {
+    for (const std::size_t cols : {1, 7, 16, 31, 64}) {
+      const std::size_t ld = cols + 5;
+      std::vector<double> src(rows * ld);
+      for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<double>(i) * 0.5 - 3;
+      std::vector<double> dst(cols * rows + 1, -99);
+      hr::transpose_into(dst.data(), src.data(), rows, cols, ld);
+      CAPTURE(rows);
+      CAPTURE(cols);
+      bool exact = true;
+      for (std::size_t i = 0; i < rows; ++i) {
+        for (std::size_t j = 0; j < cols; ++j) exact = exact && dst[j * rows + i] == src[i * ld + j];
+      }
+      CHECK(exact);
+      CHECK(dst.back() == -99);
+    }
+  }
+}
