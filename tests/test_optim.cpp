@@ -26,6 +26,7 @@
 
 #include "support.hpp"
 #include "autograd/ops.hpp"
+#include "autograd/parallel.hpp"
 #include "optim/optim.hpp"
 
 namespace {
@@ -447,6 +448,40 @@ TEST_CASE("clip_grad_norm: total norm, scaling, and parameters without a gradien
   // No gradient anywhere: norm 0, as PyTorch.
   for (auto& [name, p] : params) p.zero_grad();
   CHECK(hr::clip_grad_norm(params, 1.0) == 0.0);
+}
+
+// grad_norm sums in blocks and lanes (optim/clip.cpp): over several blocks with
+// ragged ends it matches a long double sum to double's rounding, is the same on
+// one and on two threads, and clipping scales every element of every block.
+TEST_CASE("grad_norm: blocked sum of many elements, the same on 1 and 2 threads") {
+  hr::NamedParameters<float> params = {{"big", leaf(xt::zeros<float>({40001}))},
+                                       {"odd", leaf(xt::zeros<float>({3, 7}))}};
+  xt::xarray<float> g0 = xt::zeros<float>({40001});
+  xt::xarray<float> g1 = xt::zeros<float>({3, 7});
+  long double want = 0;
+  for (std::size_t i = 0; i < g0.size(); ++i) {
+    g0.data()[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * (1 + i % 5));
+    want += static_cast<long double>(g0.data()[i]) * g0.data()[i];
+  }
+  for (std::size_t i = 0; i < g1.size(); ++i) {
+    g1.data()[i] = 0.25f * static_cast<float>(i) - 2;
+    want += static_cast<long double>(g1.data()[i]) * g1.data()[i];
+  }
+  set_grad(params[0].second, g0);
+  set_grad(params[1].second, g1);
+  const double norm1 = hr::grad_norm(params);
+  CHECK(norm1 == doctest::Approx(static_cast<double>(std::sqrt(want))).epsilon(1e-13));
+  hr::set_threads(2);
+  const double norm2 = hr::grad_norm(params);
+  const double clipped = hr::clip_grad_norm(params, 1.0);
+  hr::set_threads(1);
+  CHECK(norm2 == norm1);
+  CHECK(clipped == norm1);
+  const float s = static_cast<float>(1.0 / (norm1 + 1e-6));
+  bool scaled = true;
+  for (std::size_t i = 0; i < g0.size(); ++i) scaled = scaled && params[0].second.grad().data()[i] == g0.data()[i] * s;
+  for (std::size_t i = 0; i < g1.size(); ++i) scaled = scaled && params[1].second.grad().data()[i] == g1.data()[i] * s;
+  CHECK(scaled);
 }
 
 TEST_CASE("clip_grad_norm: a non-finite norm is returned and no gradient is touched") {
