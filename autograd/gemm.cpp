@@ -100,7 +100,14 @@ void split_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
   const std::size_t side = rows ? m : n, other = rows ? n : m;
   const std::size_t units = (side + kPanelUnit - 1) / kPanelUnit;
   const std::size_t unit_macs = kPanelUnit * other * k;
-  const std::size_t min_units = std::max<std::size_t>(1, (kMinGemmPanelMacs + unit_macs - 1) / unit_macs);
+  std::size_t min_units = std::max<std::size_t>(1, (kMinGemmPanelMacs + unit_macs - 1) / unit_macs);
+  // Large products go in one panel per thread, not kChunksPerThread: every panel
+  // packs the other operand again, which BLIS does element by element when it is
+  // transposed (gemm.hpp, kWholeShareMacs).
+  const std::size_t thread_count = static_cast<std::size_t>(threads());
+  if (thread_count > 1 && units * unit_macs >= thread_count * kWholeShareMacs) {
+    min_units = std::max(min_units, (units + thread_count - 1) / thread_count);
+  }
   const bool ours = gemm_threads_per_call() || (!trans_b && small_gemm_fits(n, k, sizeof(T)) && rows);
   if (!ours || in_parallel_region() || parallel_chunks(units, min_units) <= 1) {
     serial_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -30,6 +30,15 @@ void transpose_into(T* dst, const T* src, std::size_t rows, std::size_t cols, st
 // thread costs more than it saves. With OpenBLAS, the library threads each GEMM.
 inline constexpr std::size_t kMinGemmPanelMacs = std::size_t{1} << 19;
 
+// A GEMM with at least this many multiply-adds per thread is split into one panel
+// per thread instead of parallel.hpp's kChunksPerThread: each panel re-packs the
+// operand it shares, and on 2 threads large's (2048, 2048) x (2048, 512) forward
+// product ran in 13.4 ms as two panels of 1024 rows against 15.3 as four of 512, its
+// (2048, 512) x (512, 512) ones in 3.3 against 3.9 (bench/README.md, round two). A
+// thread slowed by another process then cannot hand over part of its panel; the
+// pool's balance (design.md#threads) keeps such loops on one thread instead.
+inline constexpr std::size_t kWholeShareMacs = std::size_t{1} << 28;
+
 // gemm() hands a product with an untransposed B to small_gemm (small_gemm.hpp)
 // instead of the library when B (k, n) is at most kSmallGemmMaxK x kSmallGemmMaxN
 // and fills at most half of this core's L2 cache (small_gemm_max_b_bytes): there

@@ -181,12 +181,14 @@ TEST_CASE("parallel_tasks runs each task once: one per thread when there are no 
 TEST_CASE("gemm split into panels on 2 and 3 threads equals gemm on 1 thread, and repeats exactly") {
   // C = alpha op(A) op(B) + beta C over both split directions (tall C: rows; wide C:
   // columns), every transpose, panel edges that are not multiples of 16, in float
-  // and double; large enough that every panel holds kMinGemmPanelMacs.
+  // and double; large enough that every panel holds kMinGemmPanelMacs. The last
+  // case has kWholeShareMacs per thread on 2 threads: one panel per thread.
   ThreadsGuard guard;
   struct Case {
     std::size_t m, n, k;
   };
-  const Case cases[] = {{1000, 70, 40}, {70, 1000, 40}, {333, 333, 64}, {4, 900, 300}};
+  const Case cases[] = {{1000, 70, 40}, {70, 1000, 40}, {333, 333, 64}, {4, 900, 300}, {1030, 1000, 530}};
+  static_assert(1030 * 1000 * 530 >= 2 * hr::kWholeShareMacs && 1030 * 1000 * 530 < 3 * hr::kWholeShareMacs);
   const auto check = [&]<typename T>(T) {
     hr::Rng rng(11);
     for (const Case& s : cases) {
