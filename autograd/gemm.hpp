@@ -47,10 +47,11 @@ inline constexpr std::size_t kWholeShareMacs = std::size_t{1} << 28;
 // medium configs, and slower beyond: with 2 MiB of L2 (Intel Xeon) B up to 1 MiB
 // paid, with 1 MiB (AMD EPYC, Zen 5) a 1 MiB B ran at 137-140 GFLOP/s against BLIS's
 // 156-162 (bench/small_gemm_bench.cpp, bench/README.md).
-// And when B's rows are whole 64-byte vectors: small_gemm copies a partial vector at
-// the end of each row in and out for every step of k, and SwiGLU's d_ff of 344
-// floats (21.5 vectors) ran at 139 GFLOP/s there against BLIS's 184.
-inline constexpr std::size_t kSmallGemmMaxN = 512, kSmallGemmMaxK = 1024, kSmallGemmRowBytes = 64;
+// And when B's rows are whole 16-byte vectors: small_gemm copies what is left after
+// them in and out for every step of k. (It runs a row's tail in half and quarter
+// vectors since; before, SwiGLU's d_ff of 344 floats, 21.5 vectors of 64 bytes,
+// ran at 139 GFLOP/s in it against BLIS's 184, and at 199 after.)
+inline constexpr std::size_t kSmallGemmMaxN = 512, kSmallGemmMaxK = 1024, kSmallGemmRowBytes = 16;
 std::size_t small_gemm_max_b_bytes();  // half the L2 cache (sysconf), 512 KiB when unknown
 bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes);
 

@@ -99,5 +99,11 @@ int main() {
         {"dW = g^T x (4C -> C)", true, C, F, r}};
     for (const Product& p : products) time_product(cfg.name, r, C, p, a, b, c);
   }
+  // Widths that are not whole 64-byte vectors: llama's SwiGLU (d_ff 344 = 21.5
+  // vectors of 16 floats) and an odd model width (72 = 4.5), whose row tails
+  // small_gemm runs in half and quarter vectors.
+  const std::vector<Product> tails{{"y = x W^T (C -> d_ff 344), dx of the down projection", false, 2048, 344, 128},
+                                   {"y = x W^T (72 -> 72)", false, 2048, 72, 72}};
+  for (const Product& p : tails) time_product("llama, odd width", 2048, 128, p, a, b, c);
   return 0;
 }
