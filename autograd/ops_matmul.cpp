@@ -192,18 +192,24 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
         const T* pg = g.data();  // (rows, out)
         // dx = g W: (rows, out) (out, in), and dW = g^T x: (out, rows) (rows, in): the
         // same multiply-adds each, so on two threads each takes one (parallel_tasks).
+        // dW first: the calling thread runs the first task at once while a worker may
+        // still be waking, and dW, deep in rows and run by BLIS, is the slower of the
+        // two on small models (small's 128 x 128 layer: 0.50 against 0.38 ms). With
+        // dX first the caller was done before the worker had claimed dW, ran it too,
+        // and the pair took one thread's time (0.89 ms; 0.55 with dW first; small's
+        // step at 2 threads 54-76 -> 51-63 ms, bench/README.md, round two).
         xt::xarray<T> gx, gw;
         std::vector<std::function<void()>> products;
-        if (xn->requires_grad) {
-          gx = xt::empty<T>(xn->value.shape());
-          products.emplace_back([&] {
-            gemm<T>(false, false, rows, in, out, T(1), pg, out, wn->value.data(), in, T(0), gx.data(), in);
-          });
-        }
         if (wn->requires_grad) {
           gw = xt::empty<T>(wn->value.shape());
           products.emplace_back([&] {
             gemm<T>(true, false, out, in, rows, T(1), pg, out, xn->value.data(), in, T(0), gw.data(), in);
+          });
+        }
+        if (xn->requires_grad) {
+          gx = xt::empty<T>(xn->value.shape());
+          products.emplace_back([&] {
+            gemm<T>(false, false, rows, in, out, T(1), pg, out, wn->value.data(), in, T(0), gx.data(), in);
           });
         }
         parallel_tasks(products);
