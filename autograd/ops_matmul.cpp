@@ -144,6 +144,20 @@ HEADROOM_CLONES void sum_rows_f32(const float* g, std::size_t rows, std::size_t 
 // (see there).
 constexpr std::size_t kContiguousWeightBelow = 256;
 
+// Whether linear's backward computes dW^T = x^T g, (in, out), and transposes it,
+// instead of dW = g^T x, (out, in), directly: when the layer narrows (in > out)
+// and the library, not small_gemm, would run either product. Both sum over the
+// same rows; BLIS 0.9's skx kernels run the deep product (k = rows) faster with
+// more rows of C than columns: medium's fc2, (256, 2048) x (2048, 1024), took
+// 7.1-8.9 ms as dW and 6.4-7.4 as dW^T with its transpose, while the widening
+// layers ran slower as dW^T (medium's fc1 6.4 -> 7.2 ms) and the rest alike
+// (bench/README.md, round two).
+namespace {
+bool dw_as_transpose(std::size_t rows, std::size_t in, std::size_t out, std::size_t element_bytes) {
+  return in > out && !small_gemm_fits(in, rows, element_bytes) && !small_gemm_fits(out, rows, element_bytes);
+}
+}  // namespace
+
 template <typename T>
 Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias) {
   const Shape& xs = x.shape();
@@ -203,7 +217,13 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
         if (wn->requires_grad) {
           gw = xt::empty<T>(wn->value.shape());
           products.emplace_back([&] {
-            gemm<T>(true, false, out, in, rows, T(1), pg, out, xn->value.data(), in, T(0), gw.data(), in);
+            if (dw_as_transpose(rows, in, out, sizeof(T))) {  // dW^T = x^T g: (in, rows) (rows, out)
+              std::vector<T> gwt(in * out);
+              gemm<T>(true, false, in, out, rows, T(1), xn->value.data(), in, pg, out, T(0), gwt.data(), out);
+              transpose_into(gw.data(), gwt.data(), in, out, out);
+            } else {
+              gemm<T>(true, false, out, in, rows, T(1), pg, out, xn->value.data(), in, T(0), gw.data(), in);
+            }
           });
         }
         if (xn->requires_grad) {

@@ -110,3 +110,35 @@ TEST_CASE("linear: both forward GEMM paths equal matmul(x, transpose(W)) + b") {
     CHECK(xt::allclose(got.value(), want.value(), 1e-12, 1e-13));
   }
 }
+
+// linear()'s backward computes dW as g^T x or, for a narrowing layer the library
+// runs (more than kSmallGemmMaxK rows here), as (x^T g)^T (ops_matmul.cpp,
+// dw_as_transpose). Every orientation against the composed matmul(x, W^T) + b,
+// with a non-uniform upstream gradient.
+TEST_CASE("linear: dW, dX and db on every backward GEMM path equal the composed twin's") {
+  using D = hr::Tensor<double>;
+  struct Case {
+    const char* path;
+    std::size_t rows, in, out;
+  };
+  for (const Case c : {Case{"dW^T, narrowing, through the library", 1100, 12, 5},
+                       Case{"dW, widening, through the library", 1100, 5, 12},
+                       Case{"dW, narrowing, small_gemm", 40, 12, 5}}) {
+    CAPTURE(std::string(c.path));
+    xt::xarray<double> x = xt::empty<double>(hr::Shape{c.rows, c.in});
+    xt::xarray<double> w = xt::empty<double>(hr::Shape{c.out, c.in});
+    xt::xarray<double> b = xt::empty<double>(hr::Shape{c.out});
+    xt::xarray<double> upstream = xt::empty<double>(hr::Shape{c.rows, c.out});
+    double v = 0.1;
+    for (auto* a : {&x, &w, &b, &upstream}) {
+      for (auto& e : *a) e = (v = std::fmod(v * 7.3 + 0.37, 2.0)) - 1.0;  // fixed, non-uniform values
+    }
+    D x1(x, true), w1(w, true), b1(b, true);
+    hr::linear(x1, w1, b1).backward(upstream);
+    D x2(x, true), w2(w, true), b2(b, true);
+    hr::add(hr::matmul(x2, hr::transpose(w2)), b2).backward(upstream);
+    CHECK(xt::allclose(w1.grad(), w2.grad(), 1e-12, 1e-12));
+    CHECK(xt::allclose(x1.grad(), x2.grad(), 1e-12, 1e-12));
+    CHECK(xt::allclose(b1.grad(), b2.grad(), 1e-12, 1e-12));
+  }
+}
