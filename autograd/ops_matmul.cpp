@@ -1,5 +1,6 @@
 // Batched matrix product with broadcast batch axes, one BLAS GEMM per 2-D slice
 // (docs/design.md #4). Transposes in backward are folded into the GEMM flags, not copied.
+#include <algorithm>
 #include <functional>
 #include <type_traits>
 #include <vector>
@@ -138,6 +139,40 @@ HEADROOM_CLONES void sum_rows_f32(const float* g, std::size_t rows, std::size_t 
   sum_rows(g, rows, ld, n, sum);
 }
 
+// Rows per block of bias_grad's sums.
+constexpr std::size_t kBiasRowBlock = 128;
+
+// db = the sum over rows of g (rows, out): each block of kBiasRowBlock rows summed
+// in row order, then the blocks' sums in block order, so the same sums on any
+// number of threads. The threads take contiguous blocks of rows, the rows each of
+// them wrote in the op before (parallel.cpp's first_chunk), and linear's backward
+// sums them before its products read all of g: on medium's step at 2 threads
+// (perf, 30 steps) the sums took 338-399 samples split by columns or by rows after
+// the products, 192-201 by rows before them (bench/README.md, round two).
+template <typename T>
+xt::xarray<T> bias_grad(const T* g, std::size_t rows, std::size_t out) {
+  xt::xarray<T> gb = xt::zeros<T>({out});
+  const std::size_t blocks = (rows + kBiasRowBlock - 1) / kBiasRowBlock;
+  if (blocks <= 1) {
+    fast::clone_if_float<T>(sum_rows_f32, [](auto... a) { sum_rows(a...); }, g, rows, out, out, gb.data());
+    return gb;
+  }
+  std::vector<T> partial(blocks * out, T(0));
+  const std::size_t min_blocks = min_chunk_rows(kBiasRowBlock * out);
+  parallel_for(blocks, min_blocks, [&](std::size_t b_begin, std::size_t b_end) {
+    for (std::size_t b = b_begin; b < b_end; ++b) {
+      const std::size_t r0 = b * kBiasRowBlock, n = std::min(kBiasRowBlock, rows - r0);
+      fast::clone_if_float<T>(sum_rows_f32, [](auto... a) { sum_rows(a...); }, g + r0 * out, n, out, out,
+                              partial.data() + b * out);
+    }
+  });
+  T* sum = gb.data();
+  for (std::size_t b = 0; b < blocks; ++b) {
+    for (std::size_t o = 0; o < out; ++o) sum[o] += partial[b * out + o];
+  }
+  return gb;
+}
+
 }  // namespace
 
 // linear() copies W^T for its forward GEMM when the input width is below this
@@ -212,6 +247,9 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
         // dX first the caller was done before the worker had claimed dW, ran it too,
         // and the pair took one thread's time (0.89 ms; 0.55 with dW first; small's
         // step at 2 threads 54-76 -> 51-63 ms, bench/README.md, round two).
+        // db = the sum over rows of g, first, while each thread's rows of g are in
+        // its cache from the op that wrote them.
+        if (bn && bn->requires_grad) accumulate_grad(*bn, bias_grad(pg, rows, out), "linear");
         xt::xarray<T> gx, gw;
         std::vector<std::function<void()>> products;
         if (wn->requires_grad) {
@@ -235,16 +273,6 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
         parallel_tasks(products);
         if (xn->requires_grad) accumulate_grad(*xn, std::move(gx), "linear");
         if (wn->requires_grad) accumulate_grad(*wn, std::move(gw), "linear");
-        if (bn && bn->requires_grad) {  // db = sum over rows of g
-          xt::xarray<T> gb = xt::zeros<T>({out});
-          // Parallel over outputs; each output's sum runs over the rows in order.
-          parallel_for(out, std::max<std::size_t>(16, min_chunk_rows(rows)),
-                       [&](std::size_t o_begin, std::size_t o_end) {
-                         fast::clone_if_float<T>(sum_rows_f32, [](auto... a) { sum_rows(a...); }, pg + o_begin,
-                                                 rows, out, o_end - o_begin, gb.data() + o_begin);
-                       });
-          accumulate_grad(*bn, std::move(gb), "linear");
-        }
       });
 }
 

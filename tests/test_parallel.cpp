@@ -343,6 +343,33 @@ TEST_CASE("attention gives the same values and gradients on 1 and 2 threads") {
   CHECK(xt::allclose(one.gv, two.gv, 1e-6, 1e-7));
 }
 
+TEST_CASE("linear's bias gradient is the same on 1, 2 and 3 threads, bit for bit, and the column sums") {
+  // bias_grad (ops_matmul.cpp) sums fixed blocks of rows, then the blocks in order:
+  // the thread count changes who sums a block, never the order of the additions.
+  ThreadsGuard guard;
+  using F = hr::Tensor<float>;
+  const std::size_t rows = 1000, in = 24, out = 40;  // 8 blocks of up to 128 rows
+  hr::Rng rng(7);
+  const xt::xarray<float> x = normal({rows, in}, 1.0, rng);
+  const xt::xarray<float> w = normal({out, in}, 1.0, rng);
+  const xt::xarray<float> b = normal({out}, 1.0, rng);
+  const xt::xarray<float> upstream = normal({rows, out}, 1.0, rng);
+  std::vector<xt::xarray<float>> db;
+  for (const int threads : {1, 2, 3}) {
+    hr::set_threads(threads);
+    F tx(x), tw(w), tb(b, true);
+    hr::linear(tx, tw, tb).backward(upstream);
+    db.push_back(tb.grad());
+  }
+  CHECK(db[0] == db[1]);
+  CHECK(db[0] == db[2]);
+  for (std::size_t o = 0; o < out; ++o) {
+    double want = 0;
+    for (std::size_t r = 0; r < rows; ++r) want += upstream(r, o);
+    CHECK(std::abs(db[0](o) - want) <= 1e-4 * (1 + std::abs(want)));
+  }
+}
+
 TEST_CASE("OpProfile counts each op's forward and backward calls and times them") {
   using D = hr::Tensor<double>;
   hr::OpProfile profile;
