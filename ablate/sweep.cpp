@@ -501,7 +501,12 @@ void check_sweep_dir(const fs::path& dir, const SweepPlan& plan) {
   const fs::path file = dir / "sweep.json";
   if (!fs::exists(file, ec)) {
     if (only_kept_entries(dir)) return;  // empty, or a lock left by a process that died before writing sweep.json
-    bad(fmt::format("--out {} is not empty and holds no sweep.json: give a new or empty directory", dir.string()));
+    // write_sweep_json puts sweep.json in place before anything else, so entries seen
+    // without it are a foreign directory's, unless another process started the same
+    // sweep between the two looks: then sweep.json is there now, and is compared below.
+    if (!fs::exists(file, ec)) {
+      bad(fmt::format("--out {} is not empty and holds no sweep.json: give a new or empty directory", dir.string()));
+    }
   }
   const nlohmann::json stored = definition(read_json_file(file));
   const nlohmann::json wanted = definition(to_json(plan));
