@@ -103,17 +103,21 @@ TEST_CASE("after waiting long for a late worker, the pool keeps the next loops o
   ThreadsGuard guard;
   hr::set_threads(2);
   const auto caller = std::this_thread::get_id();
+  // The chunks the worker ran, when the caller ran the other: a worker that ran both
+  // (the caller kept off its core, as under a loaded ctest -j2) leaves the caller
+  // nothing to estimate its time alone from, and the loop is tried again.
   const auto loop = [&](bool worker_late) {
-    std::atomic<int> on_worker{0};
+    std::atomic<int> on_worker{0}, on_caller{0};
     hr::parallel_for(2, 1, [&](std::size_t, std::size_t) {
       if (std::this_thread::get_id() == caller) {  // slow enough that the worker claims the other chunk
+        ++on_caller;
         std::this_thread::sleep_for(std::chrono::microseconds(300));
         return;
       }
       ++on_worker;
       if (worker_late) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     });
-    return on_worker.load();
+    return on_caller.load() > 0 ? on_worker.load() : 0;
   };
   // Until the worker takes a chunk and is late with it.
   int late_loops = 0;
