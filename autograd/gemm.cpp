@@ -5,9 +5,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <cblas.h>  // BLIS's or OpenBLAS's (autograd/CMakeLists.txt)
 #ifdef HEADROOM_BLAS_BLIS
@@ -19,14 +24,11 @@ namespace {
 
 #ifdef HEADROOM_BLAS_BLIS
 // BLIS picks its kernels (a "sub-configuration") once, at its first call, from the
-// CPU's vendor, family and model. Debian 12's BLIS 0.9.0 has none for AMD's CPUs
-// with AVX-512: on this project's AMD EPYC (family 0x1a, Zen 5) it selects its
-// 'generic' reference kernels, which ran a (2048, 256) x (256, 1024) float GEMM at
-// 36 GFLOP/s against 186-219 with its AVX-512 'skx' kernels and 110-113 with its
-// AVX2 'zen3' ones (bench/README.md, "BLIS's kernels"). So where this BLIS has no
-// AMD AVX-512 sub-configuration of its own (a build with zen4 or zen5 chooses alone), the CPU is
-// AMD's and has the AVX-512 subsets skx's kernels use, and the user has not chosen
-// with BLIS_ARCH_TYPE, we choose skx through that variable before BLIS reads it.
+// CPU's vendor, family and model. Debian 12's BLIS 0.9.0 picks slow ones on two
+// kinds of CPU with AVX-512 (skx_kernels_reason): so where this BLIS has no AMD
+// AVX-512 sub-configuration of its own (a build with zen4 or zen5 chooses alone),
+// skx_kernels_reason gives a reason, and the user has not chosen with
+// BLIS_ARCH_TYPE, we choose skx through that variable before BLIS reads it.
 // It runs during static initialisation, before any code can call BLIS: we set the
 // variable, initialise BLIS, which reads it then, and remove it again, so that a
 // process started from this one (a Slurm job on another node, a test) chooses for
@@ -35,16 +37,12 @@ const char* choose_blis_kernels() {
 #if (defined(__x86_64__) || defined(__i386__)) && defined(BLIS_CONFIG_SKX) && !defined(BLIS_CONFIG_ZEN4) && \
     !defined(BLIS_CONFIG_ZEN5)
   if (std::getenv("BLIS_ARCH_TYPE") != nullptr) return nullptr;
-  __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl");
-  if (!__builtin_cpu_is("amd") || !avx512) return nullptr;
+  const char* reason = skx_kernels_reason(this_cpu());
+  if (reason == nullptr) return nullptr;
   if (setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0) != 0) return nullptr;
   bli_init();
   unsetenv("BLIS_ARCH_TYPE");
-  return "headroom: this BLIS has no kernels for AMD CPUs with AVX-512 and would run its generic ones; "
-         "BLIS_ARCH_TYPE overrides";
+  return reason;
 #else
   return nullptr;
 #endif
@@ -176,6 +174,55 @@ std::size_t small_gemm_max_b_bytes() {
 bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes) {
   return n <= kSmallGemmMaxN && k <= kSmallGemmMaxK && n * k * element_bytes <= small_gemm_max_b_bytes() &&
          n * element_bytes % kSmallGemmRowBytes == 0;
+}
+
+CpuFacts this_cpu() {
+  CpuFacts cpu;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  cpu.amd = __builtin_cpu_is("amd");
+  cpu.intel = __builtin_cpu_is("intel");
+  cpu.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
+  unsigned int top = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0x80000000u, &top, &ebx, &ecx, &edx) && top >= 0x80000004u) {
+    char brand[49] = {};
+    for (unsigned int leaf = 0; leaf < 3; ++leaf) {
+      unsigned int r[4] = {};
+      __get_cpuid(0x80000002u + leaf, &r[0], &r[1], &r[2], &r[3]);
+      std::memcpy(brand + 16 * leaf, r, sizeof r);
+    }
+    cpu.brand = brand;
+    const auto first = cpu.brand.find_first_not_of(' ');
+    cpu.brand.erase(0, first == std::string::npos ? cpu.brand.size() : first);
+  }
+#endif
+  return cpu;
+}
+
+// On AMD: BLIS 0.9 has no sub-configuration for AMD's AVX-512 CPUs and selects its
+// reference 'generic' kernels: a (2048, 256) x (256, 1024) float GEMM ran at 36
+// GFLOP/s on this project's Zen 5 EPYC against 186-219 with skx and 110-113 with
+// its AVX2 zen3 ones (bench/README.md, "BLIS's kernels"). On Intel: BLIS 0.9 takes
+// skx only where it counts two AVX-512 FMA units, and counts them from the brand
+// string's tier and model number (Gold 6xxx: two, Silver 4xxx: one); a virtual
+// machine's "Intel(R) Xeon(R) Processor" names neither, and BLIS falls back to
+// haswell: on such a Xeon (family 6, model 207) medium's training step ran its
+// GEMMs at 90.7 GFLOP/s with haswell and 167.4 with skx, 461 against 391 ms a step
+// (bench/README.md, round two). A brand string with a digit in it names a model,
+// and BLIS's count stands.
+const char* skx_kernels_reason(const CpuFacts& cpu) {
+  if (!cpu.avx512) return nullptr;
+  if (cpu.amd) {
+    return "headroom: this BLIS has no kernels for AMD CPUs with AVX-512 and would run its generic ones; "
+           "BLIS_ARCH_TYPE overrides";
+  }
+  if (cpu.intel && cpu.brand.find_first_of("0123456789") == std::string::npos) {
+    return "headroom: this Intel CPU's name gives no model number, from which this BLIS counts its AVX-512 "
+           "units, and it would run its AVX2 kernels; BLIS_ARCH_TYPE overrides";
+  }
+  return nullptr;
 }
 
 const GemmLibrary& gemm_library() {

@@ -55,6 +55,22 @@ inline constexpr std::size_t kSmallGemmMaxN = 512, kSmallGemmMaxK = 1024, kSmall
 std::size_t small_gemm_max_b_bytes();  // half the L2 cache (sysconf), 512 KiB when unknown
 bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes);
 
+// What headroom reads of the CPU to choose BLIS's kernels (autograd/gemm.cpp).
+struct CpuFacts {
+  bool amd = false, intel = false;
+  bool avx512 = false;  // AVX-512 F, DQ, CD, BW and VL: the subsets BLIS's skx kernels use
+  std::string brand;    // CPUID's brand string, e.g. "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz"
+};
+CpuFacts this_cpu();  // empty facts off x86
+
+// Why headroom chooses BLIS 0.9's AVX-512 'skx' kernels on a CPU with these facts,
+// where BLIS itself would run slower ones, or nullptr where BLIS's own choice
+// stands: an AMD CPU with AVX-512 (BLIS 0.9 runs its generic kernels), and an Intel
+// one with AVX-512 whose brand string names no model number (BLIS counts the FMA
+// units from it, finds none and runs its AVX2 haswell kernels). docs/design.md
+// (The GEMM library's kernels) has the numbers.
+const char* skx_kernels_reason(const CpuFacts& cpu);
+
 // The GEMM library and the kernels it runs, for reports and benchmarks: e.g.
 // "BLIS 0.9.0, skx kernels (chosen by headroom: ...)". Initialises the library.
 struct GemmLibrary {

@@ -77,6 +77,58 @@ TEST_CASE("choosing BLIS's kernels leaves BLIS_ARCH_TYPE as the user left it") {
   CHECK((std::getenv("BLIS_ARCH_TYPE") != nullptr) == (library.chosen_by == "BLIS_ARCH_TYPE"));
 }
 
+// Where headroom overrides BLIS's own choice of kernels (autograd/gemm.cpp): on
+// AVX-512 CPUs that BLIS 0.9 would give slower kernels, AMD's and Intel's whose
+// brand string names no model number, and nowhere else.
+TEST_CASE("headroom chooses BLIS's skx kernels exactly where BLIS 0.9 would choose slower ones") {
+  using headroom::CpuFacts;
+  using headroom::skx_kernels_reason;
+  const auto facts = [](bool amd, bool intel, bool avx512, const char* brand) {
+    CpuFacts c;
+    c.amd = amd;
+    c.intel = intel;
+    c.avx512 = avx512;
+    c.brand = brand;
+    return c;
+  };
+  // AMD with AVX-512 (Zen 4, Zen 5): BLIS 0.9 has no kernels of its own for them.
+  const char* amd = skx_kernels_reason(facts(true, false, true, "AMD EPYC 9R45 192-Core Processor"));
+  REQUIRE(amd != nullptr);
+  CHECK(std::string(amd).find("AMD") != std::string::npos);
+  CHECK(skx_kernels_reason(facts(true, false, true, "AMD EPYC")) != nullptr);
+  // A virtual machine's Xeon: no tier, no model number for BLIS to count FMA units from.
+  const char* vm = skx_kernels_reason(facts(false, true, true, "Intel(R) Xeon(R) Processor"));
+  REQUIRE(vm != nullptr);
+  CHECK(std::string(vm).find("model number") != std::string::npos);
+  CHECK(skx_kernels_reason(facts(false, true, true, "Intel Xeon Processor (Icelake)")) != nullptr);
+  // A named model: BLIS's count stands, two units or one.
+  CHECK(skx_kernels_reason(facts(false, true, true, "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz")) == nullptr);
+  CHECK(skx_kernels_reason(facts(false, true, true, "Intel(R) Xeon(R) Silver 4114 CPU @ 2.20GHz")) == nullptr);
+  CHECK(skx_kernels_reason(facts(false, true, true, "11th Gen Intel(R) Core(TM) i7-1165G7 @ 2.80GHz")) == nullptr);
+  // Without AVX-512 skx's instructions would not run at all; other vendors are left alone.
+  CHECK(skx_kernels_reason(facts(true, false, false, "AMD EPYC 7763 64-Core Processor")) == nullptr);
+  CHECK(skx_kernels_reason(facts(false, true, false, "Intel(R) Xeon(R) Processor")) == nullptr);
+  CHECK(skx_kernels_reason(facts(false, false, true, "")) == nullptr);
+}
+
+// The facts read from this CPU agree with the compiler's own view of it.
+TEST_CASE("this_cpu reads the vendor, AVX-512 and a brand string") {
+  const headroom::CpuFacts cpu = headroom::this_cpu();
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  CHECK(cpu.amd == static_cast<bool>(__builtin_cpu_is("amd")));
+  CHECK(cpu.intel == static_cast<bool>(__builtin_cpu_is("intel")));
+  CHECK(cpu.avx512 == static_cast<bool>(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                                        __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
+                                        __builtin_cpu_supports("avx512vl")));
+  CHECK(!cpu.brand.empty());
+  CHECK(cpu.brand.size() <= 48);
+  CHECK(cpu.brand.front() != ' ');
+#else
+  CHECK(cpu.brand.empty());
+#endif
+}
+
 // transpose_into copies in tiles (autograd/gemm.cpp): every shape around the tile's
 // edges, with a padded row stride, gives exactly src^T and writes nothing else.
 TEST_CASE("transpose_into gives src transposed on every tile edge") {
