@@ -103,21 +103,28 @@ TEST_CASE("after waiting long for a late worker, the pool keeps the next loops o
   ThreadsGuard guard;
   hr::set_threads(2);
   const auto caller = std::this_thread::get_id();
-  // The chunks the worker ran, when the caller ran the other: a worker that ran both
-  // (the caller kept off its core, as under a loaded ctest -j2) leaves the caller
-  // nothing to estimate its time alone from, and the loop is tried again.
+  // The chunks the worker ran, when the caller ran the other promptly. The pool
+  // estimates the loop's time alone from the caller's own chunk, so a loop in which
+  // the caller was kept off its core (as under a loaded ctest -j2, or the sanitizers)
+  // proves nothing and is tried again: one in which the worker ran both chunks
+  // (nothing to estimate from), or one in which the caller's 0.3 ms chunk took more
+  // than 2 ms (its sleep woke late: it then estimates a loop alone at over 4 ms, and
+  // the worker's 5 ms no longer count as a loss).
   const auto loop = [&](bool worker_late) {
     std::atomic<int> on_worker{0}, on_caller{0};
+    std::atomic<bool> caller_prompt{true};
     hr::parallel_for(2, 1, [&](std::size_t, std::size_t) {
       if (std::this_thread::get_id() == caller) {  // slow enough that the worker claims the other chunk
         ++on_caller;
+        const auto started = std::chrono::steady_clock::now();
         std::this_thread::sleep_for(std::chrono::microseconds(300));
+        if (std::chrono::steady_clock::now() - started > std::chrono::milliseconds(2)) caller_prompt = false;
         return;
       }
       ++on_worker;
       if (worker_late) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     });
-    return on_caller.load() > 0 ? on_worker.load() : 0;
+    return on_caller.load() > 0 && caller_prompt.load() ? on_worker.load() : 0;
   };
   // Until the worker takes a chunk and is late with it.
   int late_loops = 0;
