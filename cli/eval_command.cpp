@@ -149,7 +149,11 @@ int run_eval(const EvalFlags& flags) {
   const ValidationSettings v = validation_settings(run.file, flags.batches, flags.batch, flags.seed);
   const std::size_t batches = v.batches, batch = v.batch;
   const std::uint64_t seed = v.seed;
-  set_threads(v.threads);
+  // The training run's threads, or fewer where a forward pass is too small for them
+  // to pay: said in the report, or with --json on stderr.
+  const ThreadChoice threads = forward_threads(run.model().config(), batch, data.seq_len, v.threads);
+  if (!threads.why.empty() && flags.json) fmt::print(stderr, "headroom eval: threads: {}\n", threads.why);
+  set_threads(threads.used);
   check_eval_memory(run.model().config(), batch, data.seq_len, batches, false);  // before a batch is drawn
   if (!flags.text.empty() && !data.is_text()) {
     throw std::invalid_argument(fmt::format("--text needs a character-level model; {} is a toy-task model ({})",
@@ -194,6 +198,7 @@ int run_eval(const EvalFlags& flags) {
   const std::string kind = data.is_text() ? "character-level text" : data.task;
   fmt::print("model       {} ({}, vocab {}, seq_len {}{})\n", source, kind, data.vocab, data.seq_len,
              run.step ? fmt::format(", step {}", *run.step) : std::string());
+  if (!threads.why.empty()) fmt::print("threads     {}\n", threads.why);
   fmt::print("data        {}\n", report.data);
   fmt::print("targets     {}\n", r.counted);
   // With --tokens, 9 significant digits (all a float has), to compare with

@@ -110,7 +110,9 @@ int run_heads(const HeadsFlags& flags) {
   const ValidationSettings v = validation_settings(file, flags.batches, flags.batch, flags.seed);
   const std::size_t batches = v.batches, batch = v.batch;
   const std::uint64_t seed = v.seed;
-  set_threads(v.threads);
+  // The training run's threads, or fewer where a forward pass is too small for them to pay.
+  const ThreadChoice threads = forward_threads(run.model().config(), batch, data.seq_len, v.threads);
+  set_threads(threads.used);
   check_eval_memory(run.model().config(), batch, data.seq_len, batches, true);  // the batches are drawn up front
 
   const std::unique_ptr<Dataset> dataset =
@@ -128,6 +130,7 @@ int run_heads(const HeadsFlags& flags) {
   fmt::print("model     {} ({}, {} layers x {} heads, d_k {}, d_v {}, {} kv heads)\n", source,
              data.is_text() ? "character-level text" : data.task, m.n_layers, m.n_heads, m.d_k, m.d_v,
              m.n_kv_heads);
+  if (!threads.why.empty()) fmt::print("threads   {}\n", threads.why);
   fmt::print("data      validation split: {} batch{} of {} rows, the trainer's batches for seed {}\n", batches,
              batches == 1 ? "" : "es", batch, seed);
   std::fflush(stdout);

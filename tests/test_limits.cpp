@@ -540,3 +540,40 @@ TEST_CASE("a training step too small for a second thread runs on one, and headro
   CHECK(r.status == 0);
   CHECK(r.output.find("threads: 1 of the 2 threads asked: a step of") != std::string::npos);
 }
+
+// eval and heads run the model forward only, with the training run's threads: a
+// forward pass has a third of a step's products, and they too use fewer threads
+// where it is too small for more, and say so.
+TEST_CASE("eval and heads on a model trained with --threads 2 use one thread where a forward pass cannot pay") {
+  hr::ModelConfig tiny{.vocab = 64, .d_model = 64, .n_layers = 2, .n_heads = 4};
+  const hr::ThreadChoice fwd = hr::forward_threads(tiny, 16, 32, 2);
+  CHECK(fwd.used == 1);
+  CHECK(fwd.step_flops == doctest::Approx(hr::training_step_flops(tiny, 16, 32) / 3));
+  CHECK(fwd.why.find("1 of the 2 threads asked: a forward pass of 0.11 GFLOP") == 0);
+  // At 64 rows a training step (1.4 GFLOP) pays for a second thread and a forward
+  // pass (0.45) does not; at 128 rows both do.
+  CHECK(hr::threads_that_pay(2, hr::training_step_flops(tiny, 64, 32)) == 2);
+  CHECK(hr::forward_threads(tiny, 64, 32, 2).used == 1);
+  CHECK(hr::forward_threads(tiny, 128, 32, 2).used == 2);
+  CHECK(hr::forward_threads(tiny, 128, 32, 2).why.empty());
+  CHECK(hr::forward_threads(tiny, 16, 32, 1).why.empty());
+
+  const TempDir tmp("limits_forward_threads");
+  const CliResult train = run_headroom("train --task copy --seq-len 8 --vocab 8 --d-model 32 --heads 2 --steps 2 "
+                                       "--threads 2 -q --out " + tmp.path().string());
+  INFO(train.output);
+  REQUIRE(train.status == 0);
+  const CliResult eval = run_headroom("eval --model " + tmp.path().string());
+  INFO(eval.output);
+  CHECK(eval.status == 0);
+  CHECK(eval.output.find("\nthreads     1 of the 2 threads asked: a forward pass of") != std::string::npos);
+  const CliResult json = run_headroom("eval --json --model " + tmp.path().string());
+  INFO(json.output);
+  CHECK(json.status == 0);
+  CHECK(json.output.find("headroom eval: threads: 1 of the 2 threads asked: a forward pass of") != std::string::npos);
+  const CliResult heads = run_headroom("heads --model " + tmp.path().string() + " --out " +
+                                       (tmp.path() / "heads").string());
+  INFO(heads.output);
+  CHECK(heads.status == 0);
+  CHECK(heads.output.find("\nthreads   1 of the 2 threads asked: a forward pass of") != std::string::npos);
+}

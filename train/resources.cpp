@@ -270,17 +270,28 @@ double training_step_flops(const TrainConfig& config, std::size_t text_vocab) {
   return training_step_flops(with_vocab(config, text_vocab), config.optim.batch, config.data.seq_len);
 }
 
-ThreadChoice training_threads(const TrainConfig& config, std::size_t text_vocab) {
+namespace {
+// `asked` threads, or as many as steps of `step_flops` pay for; `what` names a step.
+ThreadChoice choose_threads(int asked, double step_flops, const char* what) {
   ThreadChoice t;
-  t.asked = config.optim.threads;
-  t.step_flops = training_step_flops(config, text_vocab);
+  t.asked = asked;
+  t.step_flops = step_flops;
   t.used = threads_that_pay(t.asked, t.step_flops);
   if (t.used < t.asked) {
-    t.why = fmt::format("{} of the {} threads asked: a step of {:.2g} GFLOP is too small for more to pay "
+    t.why = fmt::format("{} of the {} threads asked: {} of {:.2g} GFLOP is too small for more to pay "
                         "(each thread beyond the first needs about {:.2g} GFLOP of matrix products a step)",
-                        t.used, t.asked, t.step_flops / 1e9, kFlopsPerExtraThread / 1e9);
+                        t.used, t.asked, what, t.step_flops / 1e9, kFlopsPerExtraThread / 1e9);
   }
   return t;
+}
+}  // namespace
+
+ThreadChoice training_threads(const TrainConfig& config, std::size_t text_vocab) {
+  return choose_threads(config.optim.threads, training_step_flops(config, text_vocab), "a step");
+}
+
+ThreadChoice forward_threads(const ModelConfig& model, std::size_t batch, std::size_t seq_len, int asked) {
+  return choose_threads(asked, training_step_flops(model, batch, seq_len) / 3, "a forward pass");
 }
 
 }  // namespace headroom

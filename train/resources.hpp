@@ -96,5 +96,9 @@ struct ThreadChoice {
   std::string why;
 };
 ThreadChoice training_threads(const TrainConfig& config, std::size_t text_vocab = 0);
+// The same for commands that run the model forward only (eval, heads): `asked`, or
+// fewer where one forward pass of `batch` rows of `seq_len` tokens, a third of a
+// training step's products, is too small for more to pay. model.vocab must be set.
+ThreadChoice forward_threads(const ModelConfig& model, std::size_t batch, std::size_t seq_len, int asked);
 
 }  // namespace headroom
