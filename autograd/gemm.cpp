@@ -210,7 +210,7 @@ CpuFacts this_cpu() {
 // machine's "Intel(R) Xeon(R) Processor" names neither, and BLIS falls back to
 // haswell: on such a Xeon (family 6, model 207) medium's training step ran its
 // GEMMs at 90.7 GFLOP/s with haswell and 167.4 with skx, 461 against 391 ms a step
-// (bench/README.md, round two). A brand string with a digit in it names a model,
+// (bench/README.md, "BLIS's kernels"). A brand string with a digit in it names a model,
 // and BLIS's count stands.
 const char* skx_kernels_reason(const CpuFacts& cpu) {
   if (!cpu.avx512) return nullptr;
