@@ -103,6 +103,7 @@ std::uint64_t read_u64_le(const std::byte* p) {
 // it, in the words of the header: a tensor, or a key inside one.
 json parse_header_json(std::string_view text, const std::string& source) {
   const DuplicateKeyMessage describe = [&](const std::vector<std::string>& path) {
+    if (path.empty()) return fmt::format("{}: duplicate key in the header", source);  // not reached: a key is on the path
     if (path.size() == 1) {
       return path[0] == kMetadataKey ? fmt::format("{}: __metadata__ appears twice in the header", source)
                                      : fmt::format("{}: tensor '{}' appears twice in the header", source, path[0]);

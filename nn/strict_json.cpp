@@ -12,15 +12,16 @@ namespace {
 
 using json = nlohmann::json;
 
-// One entry per open object or array; an object's keys so far and the current one.
+// One entry per open object or array; an object's keys so far and the current one
+// (nullopt before its first key; "" is a key like any other).
 struct Frame {
   std::optional<std::set<std::string>> keys;  // nullopt: an array
-  std::string key;
+  std::optional<std::string> key;
 };
 
 std::string dotted(const std::vector<std::string>& path) {
   std::string s;
-  for (const std::string& k : path) s += (s.empty() ? "" : ".") + k;
+  for (std::size_t i = 0; i < path.size(); ++i) s += (i == 0 ? "" : ".") + path[i];
   return s;
 }
 
@@ -32,7 +33,7 @@ struct StrictCallback {
   std::vector<std::string> path() const {
     std::vector<std::string> p;
     for (const Frame& f : *open) {
-      if (f.keys && !f.key.empty()) p.push_back(f.key);
+      if (f.keys && f.key) p.push_back(*f.key);
     }
     return p;
   }

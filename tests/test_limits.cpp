@@ -358,6 +358,12 @@ TEST_CASE("strict JSON: a duplicate key and a number out of range are named by t
                        "c.json: 'train.lr': number out of range: 1e400", std::invalid_argument);
   CHECK_THROWS_WITH_AS(hr::parse_strict_json("{", "c.json"), doctest::Contains("c.json: not valid JSON: "),
                        std::invalid_argument);
+  // The empty key is a key: named as '' on the path (the fuzzer found a reader that
+  // dropped it and indexed an empty path).
+  CHECK_THROWS_WITH_AS(hr::parse_strict_json(R"({"": 1, "": 2})", "c.json"), "c.json: duplicate key ''",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(hr::parse_strict_json(R"({"": {"a": 1, "a": 2}})", "c.json"), "c.json: duplicate key '.a'",
+                       std::invalid_argument);
   // The same key in two objects is fine.
   CHECK(hr::parse_strict_json(R"({"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}, {"k": 4}]})", "c.json")["b"]["k"] == 2);
   const TempDir dir("limits_json");
