@@ -4,7 +4,10 @@
 // gradient) over --reps runs. A benchmark, never a test (bench/README.md).
 //
 //     cmake --build build -j2 --target modern_ops_bench
-//     build/bench/modern_ops_bench --reps 200 [--threads N] [--op rope]
+//     build/bench/modern_ops_bench --reps 200 [--threads N] [--op rope] [--heads H]
+//
+// --heads: rope's heads over the 128 channels (default 4, of width 32; 8 is the
+// `llama` config's width 16).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -47,15 +50,21 @@ double median_ms(const std::function<void()>& f, int reps) {
 
 int main(int argc, char** argv) {
   int reps = 100, threads = 1;
+  std::size_t H = 4;  // rope: heads over the C channels
   std::string only;  // --op NAME: one op only
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--threads") == 0) threads = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--op") == 0) only = argv[i + 1];
+    if (std::strcmp(argv[i], "--heads") == 0) H = static_cast<std::size_t>(std::max(1, std::atoi(argv[i + 1])));
   }
   hr::set_threads(threads);
   hr::retain_freed_memory();  // as `headroom train`: no page faults for the same buffers each call
-  const std::size_t B = 32, T = 64, C = 128, H = 4;  // (B, T, C); rope: 4 heads of 32
+  const std::size_t B = 32, T = 64, C = 128;  // (B, T, C)
+  if (C % H != 0 || (C / H) % 2 != 0) {
+    std::fprintf(stderr, "modern_ops_bench: --heads %zu must divide %zu channels into heads of even width\n", H, C);
+    return 2;
+  }
   hr::Rng rng(1);
   const hr::Shape s{B, T, C};
   F x(uniform(s, rng, -3, 3), true), g2(uniform(s, rng, -3, 3), true), w(uniform({C}, rng, 0.5, 1.5), true);
@@ -72,7 +81,8 @@ int main(int argc, char** argv) {
       {"swiglu", [&] { return hr::swiglu(x, g2); }, [&] { return hr::composed::swiglu(x, g2); }},
       {"rope", [&] { return hr::rope(x, H, 10000.0, 0); }, [&] { return hr::composed::rope(x, H, 10000.0, 0); }},
   };
-  std::printf("input (%zu, %zu, %zu) float, %d threads, median of %d reps, ms\n", B, T, C, threads, reps);
+  std::printf("input (%zu, %zu, %zu) float, rope %zu heads of %zu, %d threads, median of %d reps, ms\n", B, T, C, H,
+              C / H, threads, reps);
   std::printf("%-9s %10s %10s %7s %12s %12s %7s\n", "op", "fused fwd", "comp fwd", "ratio", "fused f+b",
               "comp f+b", "ratio");
   for (const Row& r : rows) {

@@ -164,7 +164,10 @@ TEST_CASE("modern ops: rope equals its composed twin, values and gradients") {
     std::size_t offset;
   };
   for (const Case c : {Case{2, 9, 3, 8, 10000.0, 0}, Case{2, 9, 3, 8, 10.0, 7}, Case{1, 5, 1, 2, 10000.0, 3},
-                       Case{3, 4, 4, 16, 500000.0, 4096}}) {
+                       Case{3, 4, 4, 16, 500000.0, 4096}, Case{2, 3, 2, 32, 10000.0, 1},
+                       Case{1, 3, 2, 128, 10000.0, 2}, Case{2, 3, 3, 12, 10000.0, 5}}) {
+    // d = 16, 32 and 128 run rope_rows' loops of compile-time length; 8, 2 and 12
+    // the run-time one.
     CAPTURE(c.H);
     CAPTURE(c.d);
     CAPTURE(c.offset);
