@@ -26,7 +26,8 @@ BLIS's libblas.so.3 through LD_PRELOAD (Debian's torch calls the BLAS interface 
 whatever libblas.so.3 it loads). --torch-blas native leaves torch on the system's
 libblas.so.3 (OpenBLAS on Debian).
 
---scaling N measures headroom alone instead: 1 thread against N, alternating.
+--scaling N measures headroom alone instead: 1 thread against N, alternating, the
+order swapped every rep.
 With --contend, a spin loop keeps one core busy (pinned to the last CPU) through
 every run: a shared machine, where N threads must not be much slower than one.
 """
@@ -225,7 +226,10 @@ def scaling_runs(a, started, load_before, spin_cpu):
     for name in a.configs:
         runs = {1: [], a.scaling: []}
         for rep in range(a.reps):
-            for threads in runs:
+            # 1 thread first in odd reps, N first in even ones: on a VM whose speed drifts
+            # within a rep, a fixed order would favour one column (tiny at 5478523 ran one
+            # thread in both and still read 0.87, the second run always the slower).
+            for threads in (list(runs) if rep % 2 == 0 else list(reversed(list(runs)))):
                 r = run_once([str(a.bench)] + common_args(a, name, threads), thread_env(threads))
                 r["config"] = name
                 r["rep"] = rep + 1
@@ -245,8 +249,8 @@ def scaling_runs(a, started, load_before, spin_cpu):
     load = (f" Another process spun on CPU {spin_cpu} through every run (--contend): a speedup below 1 is how "
             f"much slower {a.scaling} threads are than one on a shared machine." if spin_cpu is not None else "")
     print(f"headroom's training step at 1 and {a.scaling} threads (set_threads: the GEMM panels and headroom's "
-          f"own loops), median ms over {a.steps} timed steps per run; median over {a.reps} alternating runs, "
-          f"min-max in brackets. CPU: {cpu_model()}, {os.cpu_count()} cores. Load average (1 min) "
+          f"own loops), median ms over {a.steps} timed steps per run; median over {a.reps} alternating runs "
+          f"(1 thread first in odd reps, {a.scaling} first in even ones), min-max in brackets. CPU: {cpu_model()}, {os.cpu_count()} cores. Load average (1 min) "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; {time.time() - started:.0f} s in all.{load}")
     print()
     header = ["config", "d_model/heads/layers/T/B", "1 thread ms/step", f"{a.scaling} threads ms/step",
