@@ -4,6 +4,10 @@
 // rows, it prints GFLOP/s of both and their ratio (bench/README.md).
 //
 // Legend: T = sequence length, d = d_k = d_v, keys = the block's visible keys.
+//
+// Last, transpose_into (the contiguous W^T and K^T, V^T copies that linear and
+// attention hand these products) against the plain loop it replaced, element by
+// element in 16 x 16 tiles, on the shapes of the benchmark configs.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -57,6 +61,40 @@ void time_product(const char* config, std::size_t x, std::size_t y, const Produc
               p.n, p.k, flops / blas / 1e9, flops / small / 1e9, blas / small);
 }
 
+// The element-by-element tile loop transpose_into ran before its register blocks:
+// the reference the table compares against.
+void transpose_plain(float* dst, const float* src, std::size_t rows, std::size_t cols, std::size_t ld) {
+  constexpr std::size_t tile = 16;
+  for (std::size_t i0 = 0; i0 < rows; i0 += tile) {
+    const std::size_t i1 = std::min(rows, i0 + tile);
+    for (std::size_t j0 = 0; j0 < cols; j0 += tile) {
+      const std::size_t j1 = std::min(cols, j0 + tile);
+      for (std::size_t j = j0; j < j1; ++j) {
+        for (std::size_t i = i0; i < i1; ++i) dst[j * rows + i] = src[i * ld + j];
+      }
+    }
+  }
+}
+
+struct Transpose {
+  std::string what;
+  std::size_t rows, cols, ld;
+};
+
+// One table row: GB/s (bytes read and written) of the plain loop and of
+// transpose_into, and their ratio. The two alternate, 3 times each.
+void time_transpose(const Transpose& t, const std::vector<float>& src, std::vector<float>& dst) {
+  const double bytes = 2.0 * static_cast<double>(t.rows * t.cols * sizeof(float));
+  const int inner = static_cast<int>(std::max(1.0, 2e7 / bytes));
+  double plain = 1e300, fast = 1e300;
+  for (int round = 0; round < 3; ++round) {
+    plain = std::min(plain, best_seconds([&] { transpose_plain(dst.data(), src.data(), t.rows, t.cols, t.ld); }, inner));
+    fast = std::min(fast, best_seconds([&] { hr::transpose_into(dst.data(), src.data(), t.rows, t.cols, t.ld); }, inner));
+  }
+  std::printf("| %s | (%zu, %zu), ld %zu | %.1f | %.1f | %.2f |\n", t.what.c_str(), t.rows, t.cols, t.ld,
+              bytes / plain / 1e9, bytes / fast / 1e9, plain / fast);
+}
+
 }  // namespace
 
 int main() {
@@ -105,5 +143,23 @@ int main() {
   const std::vector<Product> tails{{"y = x W^T (C -> d_ff 344), dx of the down projection", false, 2048, 344, 128},
                                    {"y = x W^T (72 -> 72)", false, 2048, 72, 72}};
   for (const Product& p : tails) time_product("not whole 64-byte rows", p.m, p.k, p, a, b, c);
+
+  // transpose_into: linear's W^T, (out, in) -> (in, out), and attention's K^T of one
+  // kv head, (T, d) of a row of G d -> (d, T). dst's rows are `rows` floats apart;
+  // from 256 (1 KiB) on, the copy is staged through a buffer (autograd/gemm.cpp).
+  std::printf("\n| copy | src (rows, cols) | plain loop GB/s | transpose_into GB/s | ratio |\n");
+  std::printf("|---|---|---:|---:|---:|\n");
+  const std::vector<Transpose> copies{{"small W^T (C -> C)", 128, 128, 128},
+                                      {"small W^T (C -> 4C)", 512, 128, 128},
+                                      {"llama W^T (C -> kv 32)", 32, 128, 128},
+                                      {"llama W^T (C -> d_ff 344)", 344, 128, 128},
+                                      {"llama W^T (d_ff 344 -> C)", 128, 344, 344},
+                                      {"medium W^T (C -> C)", 256, 256, 256},
+                                      {"medium W^T (C -> 4C)", 1024, 256, 256},
+                                      {"small K^T (T 64, d 16, 8 heads)", 64, 16, 128},
+                                      {"llama K^T (T 64, d 16, 2 kv heads)", 64, 16, 32},
+                                      {"medium K^T (T 128, d 32, 8 heads)", 128, 32, 256},
+                                      {"large K^T (T 256, d 64, 8 heads)", 256, 64, 512}};
+  for (const Transpose& t : copies) time_transpose(t, a, c);
   return 0;
 }

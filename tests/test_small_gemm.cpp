@@ -129,15 +129,18 @@ TEST_CASE("this_cpu reads the vendor, AVX-512 and a brand string") {
 #endif
 }
 
-// transpose_into copies in tiles (autograd/gemm.cpp): every shape around the tile's
-// edges, with a padded row stride, gives exactly src^T and writes nothing else.
-TEST_CASE("transpose_into gives src transposed on every tile edge") {
-  for (const std::size_t rows : {1, 15, 16, 17, 33, 256}) {
-    for (const std::size_t cols : {1, 7, 16, 31, 64}) {
+// transpose_into copies in tiles of 8 x 8 (float) or 4 x 4 (double) blocks
+// transposed in registers, staged through a buffer when dst's rows are a multiple
+// of 1 KiB apart (autograd/gemm.cpp): every shape around the block's and the tile's
+// edges, on both paths, with a padded row stride, gives exactly src^T and writes
+// nothing else.
+TEST_CASE_TEMPLATE("transpose_into gives src transposed on every tile edge", T, float, double) {
+  for (const std::size_t rows : {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 128, 256, 257, 512}) {
+    for (const std::size_t cols : {1, 4, 7, 8, 9, 16, 31, 64}) {
       const std::size_t ld = cols + 5;
-      std::vector<double> src(rows * ld);
-      for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<double>(i) * 0.5 - 3;
-      std::vector<double> dst(cols * rows + 1, -99);
+      std::vector<T> src(rows * ld);
+      for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<T>(i) * T(0.5) - 3;
+      std::vector<T> dst(cols * rows + 1, -99);
       hr::transpose_into(dst.data(), src.data(), rows, cols, ld);
       CAPTURE(rows);
       CAPTURE(cols);
