@@ -288,10 +288,12 @@ constexpr std::size_t kTransposeTile = 16;
 // row (8 floats, 4 doubles), are transposed in registers: log2(kBlock) stages, each
 // swapping one bit of the row index with the same bit of the column index (stage S
 // trades the upper-right S x S sub-blocks of rows r and r + S, in every 2S x 2S
-// block, for the lower-left ones). Element by element the tile loop read one
-// element per load: 16-20 GB/s on (128, 128) to (512, 128) on the AMD EPYC VM, and
-// linear's W^T and attention's K^T and V^T copies were 2.5% of the small config's
-// step (perf); rows and columns the blocks leave over go element by element.
+// block, for the lower-left ones). Element by element the tile loop moved one
+// element per load and store: 9-12 GB/s against 17-72 in blocks on the benchmark
+// configs' copies (bench/small_gemm_bench.cpp's last table, bench/README.md), and
+// linear's W^T and attention's K^T and V^T copies took 2.7% of the small config's
+// step, 1.8% after (perf, 30 steps). Rows and columns the blocks leave over go
+// element by element.
 template <typename T>
 struct TransposeBlock {
   static constexpr std::size_t kBlock = 32 / sizeof(T);
@@ -330,7 +332,8 @@ struct TransposeBlock {
 // time. Writing blocks straight into dst, a (512, 128) src (dst rows 2 KiB apart)
 // took 37-38 us against 19-21 staged, and (1536, 128) 91-93 against 52-57, while
 // (128, 128) (512 bytes apart) took 2.3 us straight against 2.7-3.0 staged
-// (AMD EPYC VM, alternated; bench/small_gemm_bench.cpp --transpose).
+// (AMD EPYC VM, the two builds alternated in a throwaway program; the benchmark's
+// medium W^T (C -> 4C) row, 4 KiB apart, is the staged case).
 constexpr std::size_t kTransposeStagedStride = 1024;
 
 template <typename T>
