@@ -79,6 +79,14 @@ void serial_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
     small_gemm<T>(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
+  if (!trans_b && deep_gemm_fits(m, n, k, sizeof(T))) {  // C += op(A)[:, k0:k1] B[k0:k1, :], chunk by chunk
+    for (std::size_t k0 = 0; k0 < k; k0 += kDeepGemmChunk) {
+      const std::size_t kc = std::min(kDeepGemmChunk, k - k0);
+      small_gemm<T>(trans_a, m, n, kc, alpha, trans_a ? a + k0 * lda : a + k0, lda, b + k0 * ldb, ldb,
+                    k0 == 0 ? beta : T(1), c, ldc);
+    }
+    return;
+  }
   library_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -176,6 +184,10 @@ std::size_t small_gemm_max_b_bytes() {
 bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes) {
   return n <= kSmallGemmMaxN && k <= kSmallGemmMaxK && n * k * element_bytes <= small_gemm_max_b_bytes() &&
          n * element_bytes % kSmallGemmRowBytes == 0;
+}
+
+bool deep_gemm_fits(std::size_t m, std::size_t n, std::size_t k, std::size_t element_bytes) {
+  return k > kSmallGemmMaxK && m <= kDeepGemmMaxM && small_gemm_fits(n, kDeepGemmChunk, element_bytes);
 }
 
 CpuFacts this_cpu() {

@@ -54,6 +54,16 @@ inline constexpr std::size_t kWholeShareMacs = std::size_t{1} << 28;
 inline constexpr std::size_t kSmallGemmMaxN = 512, kSmallGemmMaxK = 1024, kSmallGemmRowBytes = 16;
 std::size_t small_gemm_max_b_bytes();  // half the L2 cache (sysconf), 512 KiB when unknown
 bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes);
+// Deep products, k beyond kSmallGemmMaxK with C at most kDeepGemmMaxM x
+// kSmallGemmMaxN, go to small_gemm in chunks of kDeepGemmChunk of k, each adding
+// into C, when a chunk of B fits (small_gemm_fits). These are linear's weight
+// gradients, summed over all B T rows: on the AMD EPYC VM (rows 2048) BLIS 0.9 ran
+// them at 73-138 GFLOP/s (128 -> 32 wide 73, 128 -> 128 105, 512 -> 128 138) and
+// the chunks at 120-186 (bench/small_gemm_bench.cpp, "deep products"; bench/README.md).
+// Wider C ran slower in chunks (m 1024: 119 against BLIS's 132), as did chunks of
+// 1024 rows (100-160).
+inline constexpr std::size_t kDeepGemmChunk = 512, kDeepGemmMaxM = 512;
+bool deep_gemm_fits(std::size_t m, std::size_t n, std::size_t k, std::size_t element_bytes);
 
 // What headroom reads of the CPU to choose BLIS's kernels (autograd/gemm.cpp).
 struct CpuFacts {

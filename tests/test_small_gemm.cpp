@@ -4,7 +4,9 @@
 // of A, and beta 0 (C not read) or not.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -152,4 +154,45 @@ TEST_CASE_TEMPLATE("transpose_into gives src transposed on every tile edge", T, 
       CHECK(dst.back() == -99);
     }
   }
+}
+
+// gemm() runs deep products (k beyond kSmallGemmMaxK, C at most kDeepGemmMaxM rows)
+// as small_gemm over chunks of k, each adding into C (gemm.hpp): against the library
+// alone, with A stored either way, beta 0 and not, and a last chunk shorter than the
+// rest, it gives the same C to rounding (4 k epsilon, relative to 1 + |C|).
+TEST_CASE_TEMPLATE("gemm's deep products in chunks of k match the library", T, float, double) {
+  hr::Rng rng(7);
+  struct Case {
+    std::size_t m, n, k;
+  };
+  for (const Case cs : {Case{32, 128, 2048}, Case{128, 32, 2048}, Case{344, 128, 1500}, Case{9, 16, 1025}}) {
+    CHECK(hr::deep_gemm_fits(cs.m, cs.n, cs.k, sizeof(T)));
+    for (const bool trans_a : {false, true}) {
+      for (const T beta : {T(0), T(0.5)}) {
+        std::vector<T> a(cs.m * cs.k), b(cs.k * cs.n), c0(cs.m * cs.n);
+        for (auto* v : {&a, &b, &c0}) {
+          for (auto& x : *v) x = static_cast<T>(rng.normal());
+        }
+        const std::size_t lda = trans_a ? cs.m : cs.k;
+        std::vector<T> want = c0, got = c0;
+        hr::library_gemm<T>(trans_a, false, cs.m, cs.n, cs.k, T(1.5), a.data(), lda, b.data(), cs.n, beta, want.data(),
+                            cs.n);
+        hr::gemm<T>(trans_a, false, cs.m, cs.n, cs.k, T(1.5), a.data(), lda, b.data(), cs.n, beta, got.data(), cs.n);
+        CAPTURE(cs.m);
+        CAPTURE(cs.n);
+        CAPTURE(cs.k);
+        CAPTURE(trans_a);
+        double worst = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          worst = std::max(worst, std::abs(static_cast<double>(got[i] - want[i])) / (1 + std::abs(double(want[i]))));
+        }
+        // Both sum k products in different orders: within 4 k epsilon of each other.
+        CHECK(worst < 4.0 * static_cast<double>(cs.k) * std::numeric_limits<T>::epsilon());
+      }
+    }
+  }
+  // Outside its bounds the chunks do not run: k within small_gemm's, C too tall, B too wide.
+  CHECK_FALSE(hr::deep_gemm_fits(128, 128, hr::kSmallGemmMaxK, sizeof(T)));
+  CHECK_FALSE(hr::deep_gemm_fits(hr::kDeepGemmMaxM + 1, 128, 2048, sizeof(T)));
+  CHECK_FALSE(hr::deep_gemm_fits(128, hr::kSmallGemmMaxN + 4, 2048, sizeof(T)));
 }
