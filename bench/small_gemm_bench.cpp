@@ -5,6 +5,9 @@
 //
 // Legend: T = sequence length, d = d_k = d_v, keys = the block's visible keys.
 //
+// Then the deep products gemm() runs as small_gemm over chunks of k (linear's
+// weight gradients, gemm.hpp kDeepGemmChunk) against the library alone.
+//
 // Last, transpose_into (the contiguous W^T and K^T, V^T copies that linear and
 // attention hand these products) against the plain loop it replaced, element by
 // element in 16 x 16 tiles, on the shapes of the benchmark configs.
@@ -143,6 +146,31 @@ int main() {
   const std::vector<Product> tails{{"y = x W^T (C -> d_ff 344), dx of the down projection", false, 2048, 344, 128},
                                    {"y = x W^T (72 -> 72)", false, 2048, 72, 72}};
   for (const Product& p : tails) time_product("not whole 64-byte rows", p.m, p.k, p, a, b, c);
+
+  // Deep products: linear's dW = g^T x, (out, rows) x (rows, in), or dW^T = x^T g
+  // where the layer narrows (linear's dw_as_transpose), at rows = B T = 2048.
+  std::printf("\n| deep product (rows 2048) | m x n x k | library GFLOP/s | gemm() GFLOP/s | ratio |\n");
+  std::printf("|---|---|---:|---:|---:|\n");
+  const std::vector<Product> deep{{"small dW (C -> C)", true, 128, 128, 2048},
+                                  {"small dW (C -> 4C)", true, 512, 128, 2048},
+                                  {"small dW^T (4C -> C)", true, 512, 128, 2048},
+                                  {"llama dW^T (C -> kv 32)", true, 128, 32, 2048},
+                                  {"llama dW (C -> d_ff 344)", true, 344, 128, 2048},
+                                  {"llama dW^T (d_ff 344 -> C)", true, 344, 128, 2048},
+                                  {"medium dW (C -> C)", true, 256, 256, 2048}};
+  for (const Product& p : deep) {
+    const double flops = 2.0 * static_cast<double>(p.m * p.n * p.k);
+    const int inner = static_cast<int>(std::max(1.0, 2e7 / flops));
+    double lib = 1e300, ours = 1e300;
+    for (int round = 0; round < 3; ++round) {
+      lib = std::min(lib, best_seconds([&] { hr::library_gemm<float>(true, false, p.m, p.n, p.k, 1.f, a.data(), p.m,
+                                                                      b.data(), p.n, 0.f, c.data(), p.n); }, inner));
+      ours = std::min(ours, best_seconds([&] { hr::gemm<float>(true, false, p.m, p.n, p.k, 1.f, a.data(), p.m,
+                                                                b.data(), p.n, 0.f, c.data(), p.n); }, inner));
+    }
+    std::printf("| %s | %zu x %zu x %zu | %.1f | %.1f | %.2f |\n", p.what.c_str(), p.m, p.n, p.k, flops / lib / 1e9,
+                flops / ours / 1e9, lib / ours);
+  }
 
   // transpose_into: linear's W^T, (out, in) -> (in, out), and attention's K^T of one
   // kv head, (T, d) of a row of G d -> (d, T). dst's rows are `rows` floats apart;
