@@ -57,11 +57,11 @@ bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes);
 // Deep products, k beyond kSmallGemmMaxK with C at most kDeepGemmMaxM x
 // kSmallGemmMaxN, go to small_gemm in chunks of kDeepGemmChunk of k, each adding
 // into C, when a chunk of B fits (small_gemm_fits). These are linear's weight
-// gradients, summed over all B T rows: on the AMD EPYC VM (rows 2048) BLIS 0.9 ran
-// them at 73-138 GFLOP/s (128 -> 32 wide 73, 128 -> 128 105, 512 -> 128 138) and
-// the chunks at 120-186 (bench/small_gemm_bench.cpp, "deep products"; bench/README.md).
-// Wider C ran slower in chunks (m 1024: 119 against BLIS's 132), as did chunks of
-// 1024 rows (100-160).
+// gradients, summed over all B T rows: on the AMD EPYC VM (rows 2048) the chunks
+// ran 1.01-2.00 times as fast as BLIS 0.9 alone (llama's 128 -> 32 kv projections
+// 103 -> 206 GFLOP/s, small's 128 -> 128 147 -> 172; bench/small_gemm_bench.cpp,
+// "deep products", bench/README.md). In a throwaway sweep wider C ran slower in
+// chunks (m 1024: 119 against BLIS's 132 GFLOP/s), as did chunks of 1024 rows.
 inline constexpr std::size_t kDeepGemmChunk = 512, kDeepGemmMaxM = 512;
 bool deep_gemm_fits(std::size_t m, std::size_t n, std::size_t k, std::size_t element_bytes);
 
