@@ -100,7 +100,7 @@ constexpr std::size_t kPanelUnit = 16;
 // for a panel to pay for its claim. Each panel is one serial_gemm, whichever thread
 // claims it, so the result depends on the thread count only through the panels.
 // With OpenBLAS, whose threads cannot be set per call, only small_gemm's products
-// are split; the library threads the others itself.
+// (deep ones included) are split; the library threads the others itself.
 template <typename T>
 void split_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                 std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
@@ -116,7 +116,8 @@ void split_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
   if (thread_count > 1 && units * unit_macs >= thread_count * kWholeShareMacs) {
     min_units = std::max(min_units, (units + thread_count - 1) / thread_count);
   }
-  const bool ours = gemm_threads_per_call() || (!trans_b && small_gemm_fits(n, k, sizeof(T)) && rows);
+  const bool ours = gemm_threads_per_call() ||
+                    (!trans_b && (small_gemm_fits(n, k, sizeof(T)) || deep_gemm_fits(m, n, k, sizeof(T))) && rows);
   if (!ours || in_parallel_region() || parallel_chunks(units, min_units) <= 1) {
     serial_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
