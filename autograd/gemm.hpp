@@ -58,8 +58,9 @@ bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes);
 // kSmallGemmMaxN, go to small_gemm in chunks of kDeepGemmChunk of k, each adding
 // into C, when a chunk of B fits (small_gemm_fits). These are linear's weight
 // gradients, summed over all B T rows: on the AMD EPYC VM (rows 2048) the chunks
-// ran 1.01-2.00 times as fast as BLIS 0.9 alone (llama's 128 -> 32 kv projections
-// 103 -> 206 GFLOP/s, small's 128 -> 128 147 -> 172; bench/small_gemm_bench.cpp,
+// ran 1.06-2.04 times as fast as BLIS 0.9 alone in two runs (llama's 128 -> 32 kv
+// projections 87-103 -> 177-206 GFLOP/s, small's 128 -> 128 127-147 -> 172-179),
+// and medium's 256 x 256 at 0.94-1.40 over three (bench/small_gemm_bench.cpp,
 // "deep products", bench/README.md). In a throwaway sweep wider C ran slower in
 // chunks (m 1024: 119 against BLIS's 132 GFLOP/s), as did chunks of 1024 rows.
 inline constexpr std::size_t kDeepGemmChunk = 512, kDeepGemmMaxM = 512;
