@@ -27,7 +27,8 @@ whatever libblas.so.3 it loads). --torch-blas native leaves torch on the system'
 libblas.so.3 (OpenBLAS on Debian).
 
 --scaling N measures headroom alone instead: 1 thread against N, alternating, the
-order swapped every rep.
+order swapped every rep; then build/bench/core_scaling, what the machine itself allows
+at N threads (N copies of a GEMM, an FMA loop and a streaming loop against one).
 With --contend, a spin loop keeps one core busy (pinned to the last CPU) through
 every run: a shared machine, where N threads must not be much slower than one.
 """
@@ -114,6 +115,10 @@ def parse_args():
     if not a.bench.is_file():
         p.error(f"{a.bench} not found; build it with "
                 f"`cmake -S . -B build && cmake --build build -j2 --target train_step_bench`, or pass --build")
+    a.core_scaling = Path(a.build) / "core_scaling"
+    if a.scaling is not None and not a.contend and not a.core_scaling.is_file():
+        p.error(f"{a.core_scaling} not found (--scaling runs it for the machine's ceiling); build it with "
+                f"`cmake --build build -j2 --target core_scaling`, or pass --build")
     return a
 
 
@@ -257,6 +262,17 @@ def scaling_runs(a, started, load_before, spin_cpu):
               "speedup", "paired speedup"]
     print_table(header, rows)
     write_json(a.json, all_runs)
+    if spin_cpu is None:
+        # What the machine allows in the same sitting: N independent copies of a GEMM, an
+        # FMA loop and a streaming loop against one (bench/core_scaling.cpp). A step's
+        # speedup above the GEMM row's would need more than the cores give.
+        cmd = [str(a.core_scaling), "--threads", str(a.scaling), "--reps", str(a.reps)]
+        print(f"\nWhat the machine allows in the same sitting (`{' '.join(cmd)}`): ", end="", flush=True)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if proc.returncode != 0:
+            print(f"core_scaling failed with exit status {proc.returncode}", file=sys.stderr)
+            return 1
+        print(proc.stdout, end="")
     return 0
 
 
