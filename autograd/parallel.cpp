@@ -125,7 +125,13 @@ class Pool {
   // loss decays below the tolerance in 7 half-lives). And loops too short to pay for
   // waking a thread lose a little each, so a model that small runs on one thread
   // with a shared loop now and then to look again. The credit is capped, so that a
-  // long run of good loops cannot hide a late one.
+  // long run of good loops cannot hide a late one; and so is what one loop can
+  // debit, kMaxDebit, so that one long stall of a worker keeps the loops on the
+  // caller for about 45 ms, not for as long as the stall was large (a 10 ms loss:
+  // 9 half-lives). Another process on the worker's core stalls loop after loop, and
+  // each probe debits again; a VM whose host takes a vCPU away now and then (the
+  // 2-core AMD EPYC VM: a worker's 2 ms half of a linear backward took 5-15 ms, a
+  // few times a second) stalls once.
   bool sharing_pays(Clock::time_point now) {
     const double dt = std::chrono::duration<double>(now - balance_at_).count();
     balance_at_ = now;
@@ -138,12 +144,13 @@ class Pool {
     const double alone_us = std::chrono::duration<double, std::micro>(own_time).count() *
                             static_cast<double>(chunks) / static_cast<double>(own);
     const double saved_us = alone_us - std::chrono::duration<double, std::micro>(wall).count();
-    balance_us_ = std::min(balance_us_ + saved_us, kMaxCredit.count());
+    balance_us_ = std::min(balance_us_ + std::max(saved_us, -kMaxDebit.count()), kMaxCredit.count());
     if (saved_us < 0) stats_.lost_ms -= saved_us / 1000;
   }
 
   static constexpr std::chrono::duration<double> kHalfLife{0.010};
-  static constexpr std::chrono::duration<double, std::micro> kTolerance{20}, kMaxCredit{200};
+  static constexpr std::chrono::duration<double, std::micro> kTolerance{20}, kMaxCredit{200},
+      kMaxDebit{500};
 
   // Thread t's own chunks are [first_chunk(t), first_chunk(t + 1)): the same rows
   // of every loop over the same rows, so that what one op wrote to a core's cache
