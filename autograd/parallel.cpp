@@ -60,6 +60,7 @@ class Pool {
     if (!sharing_pays(started)) {
       ++stats_.kept;
       run_here(chunks, chunk);
+      stats_.kept_ms += ms_since(started);
       return;
     }
     ++stats_.shared;
@@ -90,6 +91,10 @@ class Pool {
     caller_waiting_ = false;
     job_ = nullptr;
     account(chunks, own, drained - started, Clock::now() - started);
+    stats_.shared_ms += ms_since(started);
+    for (std::size_t t = 0; t < threads_; ++t) {
+      stats_.busy_ms += static_cast<double>(cursors_[t].busy_ns.exchange(0, std::memory_order_relaxed)) / 1e6;
+    }
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
@@ -97,6 +102,10 @@ class Pool {
 
  private:
   using Clock = std::chrono::steady_clock;
+
+  static double ms_since(Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  }
 
   // Every chunk on this thread, in order: the same chunks, so the same results.
   void run_here(std::size_t chunks, const std::function<void(std::size_t)>& chunk) {
@@ -184,12 +193,16 @@ class Pool {
       std::atomic<std::uint64_t>& next = cursors_[owner].next;
       const std::size_t end = first_chunk(owner + 1, chunks);
       for (std::size_t c = 0; claim(next, generation, end, c); ++ran) {
+        const auto started = Clock::now();
         try {
           chunk(c);
         } catch (...) {
           std::lock_guard lock(mutex_);
           if (!error_) error_ = std::current_exception();
         }
+        // Before the chunk counts as done: the caller reads it once none is left.
+        const auto busy = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started);
+        cursors_[me].busy_ns.fetch_add(busy.count(), std::memory_order_relaxed);
         if (left_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
           std::lock_guard lock(mutex_);  // the caller checks left_ under it: no lost wake-up
           if (caller_waiting_) done_.notify_one();
@@ -253,9 +266,11 @@ class Pool {
   Clock::time_point balance_at_ = Clock::now();
   ParallelStats stats_;
   // Per thread (0 the caller, 1.. the workers), on a cache line of its own:
-  // (generation << 32) | the next unclaimed chunk of its own range.
+  // (generation << 32) | the next unclaimed chunk of its own range, and the time
+  // the thread spent in chunks of the current loop.
   struct alignas(64) Cursor {
     std::atomic<std::uint64_t> next{0};
+    std::atomic<std::int64_t> busy_ns{0};
   };
   std::size_t threads_ = 1;
   std::unique_ptr<Cursor[]> cursors_ = std::make_unique<Cursor[]>(1);

@@ -68,11 +68,16 @@ inline std::size_t min_chunk_rows(std::size_t width) {
 // shared with them, or kept on this thread because sharing did not pay: loops too
 // short for a second thread, or a core busy with another process (parallel.cpp,
 // docs/design.md#threads). lost_ms: what the shared loops that lost cost, against
-// the estimate of running them alone. Counts since set_threads first gave this
+// the estimate of running them alone. Where their time went: shared_ms, the shared
+// loops' wall time; busy_ms, the time every thread spent inside their chunks, summed
+// over the threads, so that threads() * shared_ms - busy_ms is the thread time spent
+// waiting in them (for a worker to wake and claim, or for the last chunk); kept_ms,
+// the kept loops' wall time, one thread's. Counts since set_threads first gave this
 // thread workers; set_threads(1) drops them.
 struct ParallelStats {
   std::size_t shared = 0, kept = 0;
   double lost_ms = 0;
+  double shared_ms = 0, busy_ms = 0, kept_ms = 0;
 };
 ParallelStats parallel_stats();
 

@@ -29,6 +29,13 @@ libblas.so.3 (OpenBLAS on Debian).
 --scaling N measures headroom alone instead: 1 thread against N, alternating, the
 order swapped every rep; then build/bench/core_scaling, what the machine itself allows
 at N threads (N copies of a GEMM, an FMA loop and a streaming loop against one).
+Beside each speedup, where the N-thread step's time went (parallel_stats() over the
+timed steps): the share of the threads' time spent waiting inside shared loops (for
+a worker to wake, or for the last chunk); the shares of the step's wall time in
+loops kept on the caller (sharing did not pay: a stalled worker, or loops too short)
+and in the serial code between loops, both on one thread; and the thread time of
+the work itself against the 1-thread step's (above 1: the same work ran slower on N
+threads, each op reading what another core wrote, or the cores slowing each other).
 With --contend, a spin loop keeps one core busy (pinned to the last CPU) through
 every run: a shared machine, where N threads must not be much slower than one.
 """
@@ -213,6 +220,19 @@ def start_spinner():
     return proc, cpu
 
 
+def where_time_went(run, threads, one_thread_run):
+    """An N-thread run's timed steps, from parallel_stats() (train_step_bench's loops_*):
+    the share of the N threads' time spent waiting inside shared loops; the shares of the
+    steps' wall time in loops kept on the caller and between loops; the thread time of
+    the work against the 1-thread run's steps. With S the steps' wall time, L the shared
+    loops' and B the time the threads spent in their chunks, N S = B + (N L - B) +
+    N (S - L): the work is B + (S - L), what the caller did outside shared loops."""
+    steps = sum(run["ms_per_step"])
+    shared, busy, kept = run["loops_shared_ms"], run["loops_busy_ms"], run["loops_kept_ms"]
+    return ((threads * shared - busy) / (threads * steps), kept / steps, (steps - shared - kept) / steps,
+            (busy + steps - shared) / sum(one_thread_run["ms_per_step"]))
+
+
 def scaling(a):
     """headroom at 1 and a.scaling threads, alternating, per config: the speedup table."""
     started = time.time()
@@ -245,11 +265,14 @@ def scaling_runs(a, started, load_before, spin_cpu):
         one = [r["median_ms"] for r in runs[1]]
         many = [r["median_ms"] for r in runs[a.scaling]]
         paired = [x / y for x, y in zip(one, many)]
+        split = [where_time_went(r, a.scaling, o) for r, o in zip(runs[a.scaling], runs[1])]
         rows.append([name, shape_label(name),
                      f"{statistics.median(one):.2f} ({spread(one, 2)})",
                      f"{statistics.median(many):.2f} ({spread(many, 2)})",
                      f"**{statistics.median(one) / statistics.median(many):.2f}**",
-                     f"{statistics.median(paired):.2f} ({spread(paired, 2)})"])
+                     f"{statistics.median(paired):.2f} ({spread(paired, 2)})",
+                     *(f"{100 * statistics.median(s[i] for s in split):.1f}%" for i in range(3)),
+                     f"{statistics.median(s[3] for s in split):.3f}"])
     load_after = os.getloadavg()
     load = (f" Another process spun on CPU {spin_cpu} through every run (--contend): a speedup below 1 is how "
             f"much slower {a.scaling} threads are than one on a shared machine." if spin_cpu is not None else "")
@@ -259,7 +282,7 @@ def scaling_runs(a, started, load_before, spin_cpu):
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; {time.time() - started:.0f} s in all.{load}")
     print()
     header = ["config", "d_model/heads/layers/T/B", "1 thread ms/step", f"{a.scaling} threads ms/step",
-              "speedup", "paired speedup"]
+              "speedup", "paired speedup", "waiting in loops", "loops kept", "between loops", "work / 1 thread"]
     print_table(header, rows)
     write_json(a.json, all_runs)
     if spin_cpu is None:

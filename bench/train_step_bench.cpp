@@ -202,10 +202,12 @@ int run(const BenchOptions& o) {
   double initial_loss = 0;
   double final_loss = 0;
   std::optional<hr::OpProfile> profile;  // made at the first timed step
+  hr::ParallelStats pool_before;          // the pool's counts before the first timed step
   for (std::size_t s = 0; s < batches.size(); ++s) {
     const double c0 = process_cpu_ms();
     const auto t0 = Clock::now();
     if (o.profile && s == o.warmup_steps) profile.emplace();
+    if (s == o.warmup_steps) pool_before = hr::parallel_stats();
     // The trainer's own step (train/step.hpp); with a profile it times its parts.
     const hr::StepResult r = hr::train_step(model, optimizer, batches[s], {.clip = 1.0});
     const auto t1 = Clock::now();
@@ -223,6 +225,7 @@ int run(const BenchOptions& o) {
     if ((s + 1) % 10 == 0) std::cerr << fmt::format("headroom: step {}/{}\n", s + 1, batches.size());
   }
 
+  const hr::ParallelStats pool = hr::parallel_stats();
   if (profile) print_profile(*profile, ms, o.steps);
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
@@ -238,15 +241,17 @@ int run(const BenchOptions& o) {
       "\"median_ms\": {:.4f}, \"p10_ms\": {:.4f}, \"p90_ms\": {:.4f}, \"median_cpu_ms\": {:.4f}, "
       "\"tokens_per_s\": {:.1f}, \"peak_rss_mib\": {:.1f}, \"gemm_flops\": {:.6g}, \"step_gflops\": {:.3f}, "
       "\"gemm_gflops\": {:.3f}, \"gemm_library\": \"{}\", \"blis_kernels\": \"{}\", \"blis_kernels_id\": {}, "
-      "\"loops_shared\": {}, \"loops_kept\": {}, \"loops_lost_ms\": {:.3f}, \"ms_per_step\": [{:.4f}]}}\n",
+      "\"loops_shared\": {}, \"loops_kept\": {}, \"loops_lost_ms\": {:.3f}, \"loops_shared_ms\": {:.3f}, "
+      "\"loops_busy_ms\": {:.3f}, \"loops_kept_ms\": {:.3f}, \"ms_per_step\": [{:.4f}]}}\n",
       o.d_model, o.n_heads, config->n_kv_heads, o.n_layers, config->d_ff, hr::to_string(config->pos),
       hr::to_string(config->norm_type), hr::to_string(config->ffn), config->bias, o.seq_len, o.batch, o.vocab,
       o.threads, threads_used, o.steps, o.warmup_steps,
       model.parameter_count(), initial_loss, final_loss, std::log(static_cast<double>(o.vocab)), median,
       quantile(sorted, 0.1), quantile(sorted, 0.9), quantile(cpu_ms, 0.5), tokens_per_s, peak_rss_mib(),
       flops, flops / (median / 1000.0) / 1e9, gemm_gflops(o), hr::gemm_library().name, hr::gemm_library().kernels,
-      hr::gemm_library().kernels_id, hr::parallel_stats().shared, hr::parallel_stats().kept,
-      hr::parallel_stats().lost_ms, fmt::join(ms, ", "));
+      hr::gemm_library().kernels_id, pool.shared - pool_before.shared, pool.kept - pool_before.kept,
+      pool.lost_ms - pool_before.lost_ms, pool.shared_ms - pool_before.shared_ms, pool.busy_ms - pool_before.busy_ms,
+      pool.kept_ms - pool_before.kept_ms, fmt::join(ms, ", "));
   return 0;
 }
 

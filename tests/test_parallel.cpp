@@ -155,6 +155,48 @@ TEST_CASE("after waiting long for a late worker, the pool keeps the next loops o
   CHECK(shared > 0);
 }
 
+TEST_CASE("parallel_stats times the shared loops, the threads' time in their chunks, and the kept loops") {
+  ThreadsGuard guard;
+  hr::set_threads(1);
+  CHECK(hr::parallel_stats().shared_ms == 0);
+  CHECK(hr::parallel_stats().busy_ms == 0);
+  CHECK(hr::parallel_stats().kept_ms == 0);
+  hr::set_threads(2);
+  // Two chunks, one of 1 ms and one of 5 ms: whichever threads run them, the chunks
+  // take at least 6 ms of thread time, and the loop's wall time is at least 5 ms, so
+  // the threads wait at least 2 * 5 - 6 = 4 ms in it (both chunks on one thread:
+  // 2 * 6 - 6 = 6). Sleeps never end early; they may end late, which the bounds allow.
+  const auto loop = [] {
+    hr::parallel_for(2, 1, [](std::size_t begin, std::size_t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(begin == 0 ? 1 : 5));
+    });
+  };
+  // Until one loop is shared (the pool may keep a loop on the caller after one lost).
+  hr::ParallelStats before, after;
+  for (int i = 0; i < 20; ++i) {
+    before = hr::parallel_stats();
+    loop();
+    after = hr::parallel_stats();
+    const double shared = after.shared_ms - before.shared_ms, busy = after.busy_ms - before.busy_ms;
+    CAPTURE(i);
+    CAPTURE(shared);
+    CAPTURE(busy);
+    if (after.shared > before.shared) {
+      CHECK(after.kept_ms == before.kept_ms);
+      CHECK(shared >= 5.0);
+      CHECK(busy >= 6.0);
+      CHECK(busy <= 2 * shared);  // no thread is in a chunk outside the loop
+      CHECK(2 * shared - busy >= 4.0);
+      return;
+    }
+    // Kept on the caller: both chunks in one thread's wall time, no shared time.
+    CHECK(after.kept_ms - before.kept_ms >= 6.0);
+    CHECK(shared == 0);
+    CHECK(busy == 0);
+  }
+  FAIL("no loop of 20 was shared");
+}
+
 TEST_CASE("parallel_tasks runs each task once: one per thread when there are no more threads than tasks") {
   ThreadsGuard guard;
   for (const int threads : {1, 2, 3}) {
