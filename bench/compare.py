@@ -265,14 +265,17 @@ def scaling_runs(a, started, load_before, spin_cpu):
         one = [r["median_ms"] for r in runs[1]]
         many = [r["median_ms"] for r in runs[a.scaling]]
         paired = [x / y for x, y in zip(one, many)]
-        split = [where_time_went(r, a.scaling, o) for r, o in zip(runs[a.scaling], runs[1])]
+        # A model too small for a second thread trains on one (threads_used): no pool to
+        # account for.
+        split = [where_time_went(r, a.scaling, o) for r, o in zip(runs[a.scaling], runs[1])
+                 if r.get("threads_used", a.scaling) > 1]
         rows.append([name, shape_label(name),
                      f"{statistics.median(one):.2f} ({spread(one, 2)})",
                      f"{statistics.median(many):.2f} ({spread(many, 2)})",
                      f"**{statistics.median(one) / statistics.median(many):.2f}**",
                      f"{statistics.median(paired):.2f} ({spread(paired, 2)})",
-                     *(f"{100 * statistics.median(s[i] for s in split):.1f}%" for i in range(3)),
-                     f"{statistics.median(s[3] for s in split):.3f}"])
+                     *((f"{100 * statistics.median(s[i] for s in split):.1f}%" if split else "-") for i in range(3)),
+                     f"{statistics.median(s[3] for s in split):.3f}" if split else "-"])
     load_after = os.getloadavg()
     load = (f" Another process spun on CPU {spin_cpu} through every run (--contend): a speedup below 1 is how "
             f"much slower {a.scaling} threads are than one on a shared machine." if spin_cpu is not None else "")
