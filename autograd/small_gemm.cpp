@@ -1,6 +1,7 @@
 #include "autograd/small_gemm.hpp"
 
 #include <cstring>
+#include <vector>
 
 namespace headroom {
 namespace {
@@ -73,13 +74,20 @@ template <typename T, std::size_t VB, std::size_t NV, bool TransA, std::size_t R
 // widths that are whole 16-byte vectors, such as SwiGLU's d_ff of 344 floats (21
 // vectors of 16 and one of 8), off the partial block, whose copies in and out
 // for every step of k ran that product at 139 GFLOP/s against BLIS's 184.
+// With `packed` (pack_panels), the blocks of NV vectors read their columns of B from
+// it, k rows of NV vectors one after the other, instead of from B itself.
 template <typename T, std::size_t VB, std::size_t NV, bool TransA, std::size_t R>
 [[gnu::always_inline]] inline void row_panel(std::size_t i, std::size_t n, std::size_t k, T alpha, const T* a,
-                                             std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
-                                             std::size_t ldc) {
+                                             std::size_t lda, const T* b, std::size_t ldb, const T* packed, T beta,
+                                             T* c, std::size_t ldc) {
   constexpr std::size_t L = Vec<T, VB>::lanes;
   constexpr std::size_t W = NV * L;
   std::size_t j = 0;
+  if (packed != nullptr) {
+    for (; j + W <= n; j += W) {
+      block<T, VB, NV, TransA, R, true>(i, 0, W, k, alpha, a, lda, packed + j * k, W, beta, c + j, ldc);
+    }
+  }
   for (; j + W <= n; j += W) block<T, VB, NV, TransA, R, true>(i, j, W, k, alpha, a, lda, b, ldb, beta, c, ldc);
   if constexpr (NV > 1) {
     for (; j + L <= n; j += L) block<T, VB, 1, TransA, R, true>(i, j, L, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -104,24 +112,48 @@ template <typename T, std::size_t VB, std::size_t NV, bool TransA, std::size_t R
 // vectors of the generic baseline.)
 template <typename T, std::size_t VB, std::size_t NV, std::size_t R, bool TransA>
 [[gnu::always_inline]] inline void all_rows(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
-                                            std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
-                                            std::size_t ldc) {
+                                            std::size_t lda, const T* b, std::size_t ldb, const T* packed, T beta,
+                                            T* c, std::size_t ldc) {
   std::size_t i = 0;
-  for (; i + R <= m; i += R) row_panel<T, VB, NV, TransA, R>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  for (; i + R <= m; i += R) row_panel<T, VB, NV, TransA, R>(i, n, k, alpha, a, lda, b, ldb, packed, beta, c, ldc);
   if constexpr (R > 4) {
-    for (; i + 4 <= m; i += 4) row_panel<T, VB, NV, TransA, 4>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    for (; i + 4 <= m; i += 4) {
+      row_panel<T, VB, NV, TransA, 4>(i, n, k, alpha, a, lda, b, ldb, packed, beta, c, ldc);
+    }
   }
-  for (; i < m; ++i) row_panel<T, VB, NV, TransA, 1>(i, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  for (; i < m; ++i) row_panel<T, VB, NV, TransA, 1>(i, n, k, alpha, a, lda, b, ldb, packed, beta, c, ldc);
+}
+
+// B's columns in panels of W, each panel's k rows one after the other (W values
+// each), for products where B is wide and read by many blocks of rows: every block
+// then streams its panel from consecutive cache lines, where rows of B itself lie
+// n values apart. On the Intel Xeon VM (2 MiB L2) small_gemm ran medium's products
+// (n = 256, B 256 KiB to 1 MiB) at 0.93-0.95 of BLIS's skx kernels reading B in
+// place (bench/README.md, round two, session 12). Returns nullptr where packing
+// does not pay: fewer than two whole panels, or fewer than 8 blocks of rows to read
+// each. The copy holds the same values, so the products are the same to the bit.
+template <typename T, std::size_t W, std::size_t R>
+const T* pack_panels(std::size_t m, std::size_t n, std::size_t k, const T* b, std::size_t ldb) {
+  if (n < 2 * W || m < 8 * R) return nullptr;
+  thread_local std::vector<T> buffer;
+  const std::size_t panels = n / W;
+  if (buffer.size() < panels * W * k) buffer.resize(panels * W * k);
+  T* out = buffer.data();
+  for (std::size_t q = 0; q < panels; ++q) {
+    for (std::size_t p = 0; p < k; ++p) std::memcpy(out + (q * k + p) * W, b + p * ldb + q * W, W * sizeof(T));
+  }
+  return out;
 }
 
 template <typename T, std::size_t VB, std::size_t NV, std::size_t R>
 [[gnu::always_inline]] inline void kernel(bool trans_a, std::size_t m, std::size_t n, std::size_t k, T alpha,
                                           const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
                                           std::size_t ldc) {
+  const T* packed = pack_panels<T, NV * Vec<T, VB>::lanes, R>(m, n, k, b, ldb);
   if (trans_a) {
-    all_rows<T, VB, NV, R, true>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    all_rows<T, VB, NV, R, true>(m, n, k, alpha, a, lda, b, ldb, packed, beta, c, ldc);
   } else {
-    all_rows<T, VB, NV, R, false>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    all_rows<T, VB, NV, R, false>(m, n, k, alpha, a, lda, b, ldb, packed, beta, c, ldc);
   }
 }
 

@@ -20,11 +20,13 @@ namespace hr = headroom;
 
 namespace {
 
+// m in [m_lo, m_lo + m_span), n in [n_lo, n_lo + n_span), k in [0, 21).
 template <typename T>
-void check_shapes(T tolerance) {
+void check_shapes(T tolerance, int trials = 300, std::size_t m_lo = 1, std::size_t m_span = 13, std::size_t n_lo = 1,
+                  std::size_t n_span = 40) {
   hr::Rng rng(9);
-  for (int trial = 0; trial < 300; ++trial) {
-    const std::size_t m = 1 + rng.below(13), n = 1 + rng.below(40), k = rng.below(21);
+  for (int trial = 0; trial < trials; ++trial) {
+    const std::size_t m = m_lo + rng.below(m_span), n = n_lo + rng.below(n_span), k = rng.below(21);
     const bool trans_a = rng.below(2) == 1;
     const std::size_t lda = (trans_a ? m : k) + rng.below(3), ldb = n + rng.below(3), ldc = n + rng.below(3);
     const T alpha = static_cast<T>(rng.below(2) ? 0.7 : 1.0);
@@ -67,6 +69,38 @@ void check_shapes(T tolerance) {
 TEST_CASE("small_gemm equals a triple loop in float, on every blocking edge") { check_shapes<float>(2e-5f); }
 
 TEST_CASE("small_gemm equals a triple loop in double, on every blocking edge") { check_shapes<double>(1e-13); }
+
+// Tall products with a wide B read B's column panels from a packed copy
+// (small_gemm.cpp, pack_panels: at least two panels of two vectors, and 8 blocks of
+// rows); these shapes reach it on every instruction set, with panels and tails.
+TEST_CASE("small_gemm with B packed equals a triple loop, float and double") {
+  check_shapes<float>(2e-5f, 40, 64, 40, 64, 100);
+  check_shapes<double>(1e-13, 40, 64, 40, 32, 100);
+}
+
+// The packed copy holds the same values and the blocks run the same arithmetic, so
+// a tall call (packed) and the same rows in calls of 8 (too few rows to pack) agree
+// to the bit.
+TEST_CASE_TEMPLATE("small_gemm's packed path gives the same bits as its unpacked twin", T, float, double) {
+  hr::Rng rng(4);
+  for (const bool trans_a : {false, true}) {
+    const std::size_t m = 136, n = 150, k = 37, lda = trans_a ? m : k, ldb = n + 3, ldc = n;
+    std::vector<T> a((trans_a ? k : m) * lda), b(k * ldb), c0(m * ldc), packed(m * ldc), rows(m * ldc);
+    for (auto& x : a) x = static_cast<T>(rng.normal());
+    for (auto& x : b) x = static_cast<T>(rng.normal());
+    for (auto& x : c0) x = static_cast<T>(rng.normal());
+    packed = c0;
+    rows = c0;
+    hr::small_gemm<T>(trans_a, m, n, k, T(0.7), a.data(), lda, b.data(), ldb, T(0.5), packed.data(), ldc);
+    for (std::size_t i = 0; i < m; i += 8) {
+      const T* ai = trans_a ? a.data() + i : a.data() + i * lda;
+      hr::small_gemm<T>(trans_a, 8, n, k, T(0.7), ai, lda, b.data(), ldb, T(0.5), rows.data() + i * ldc, ldc);
+    }
+    CAPTURE(trans_a);
+    CHECK(packed == rows);
+    CHECK(packed != c0);
+  }
+}
 
 // headroom's choice of BLIS's kernels (autograd/gemm.cpp) does not leak into the
 // environment of processes started from this one: BLIS_ARCH_TYPE is set only when
