@@ -217,8 +217,12 @@ void Tensor<T>::backward(const xt::xarray<T>& upstream, BackwardOptions options)
     if (check) {
       for (std::size_t k = 0; k < e.inputs.size(); ++k) {
         const Node<T>& in = *e.inputs[k];
-        if (!in.has_grad) continue;
-        const std::string bad = first_non_finite(in.grad);
+        // A leaf's gradient is in the collection active on this thread, if any: the
+        // leaf's own grad may be another thread's to write.
+        LeafGradients<T>* collected = in.is_leaf ? LeafGradients<T>::active() : nullptr;
+        const xt::xarray<T>* grad = collected ? collected->find(in) : (in.has_grad ? &in.grad : nullptr);
+        if (grad == nullptr) continue;
+        const std::string bad = first_non_finite(*grad);
         if (bad.empty()) continue;
         std::string shapes;
         for (const auto& other : e.inputs) {
@@ -319,9 +323,84 @@ xt::xarray<T> sum_to_shape(const xt::xarray<T>& grad, const Shape& shape, const 
   return out;
 }
 
+// ---- leaf gradients collected apart --------------------------------------------
+
+namespace {
+template <typename T>
+LeafGradients<T>*& active_leaf_gradients() {
+  thread_local LeafGradients<T>* active = nullptr;
+  return active;
+}
+}  // namespace
+
+template <typename T>
+LeafGradients<T>* LeafGradients<T>::active() {
+  return active_leaf_gradients<T>();
+}
+
+template <typename T>
+LeafGradients<T>* LeafGradients<T>::swap_active(LeafGradients* now) {
+  return std::exchange(active_leaf_gradients<T>(), now);
+}
+
+template <typename T>
+xt::xarray<T>* LeafGradients<T>::find(const Node<T>& leaf) {
+  for (auto& [node, grad] : grads_) {
+    if (node == &leaf) return &grad;
+  }
+  return nullptr;
+}
+
+template <typename T>
+void LeafGradients<T>::add(Node<T>& leaf, const xt::xarray<T>& grad, const char* op) {
+  const bool same = Shape(grad.shape()) == Shape(leaf.value.shape());
+  xt::xarray<T>* held = find(leaf);
+  if (held == nullptr) {
+    grads_.emplace_back(&leaf, same ? grad : sum_to_shape(grad, leaf.value.shape(), op));
+    return;
+  }
+  // A collection runs inside one shard of a parallel loop: a serial sum.
+  const xt::xarray<T> reduced = same ? xt::xarray<T>() : sum_to_shape(grad, leaf.value.shape(), op);
+  const T* src = same ? grad.data() : reduced.data();
+  T* dst = held->data();
+  for (std::size_t i = 0, n = held->size(); i < n; ++i) dst[i] += src[i];
+}
+
+template <typename T>
+void LeafGradients<T>::add(Node<T>& leaf, xt::xarray<T>&& grad, const char* op) {
+  if (find(leaf) == nullptr && Shape(grad.shape()) == Shape(leaf.value.shape())) {
+    grads_.emplace_back(&leaf, std::move(grad));
+    return;
+  }
+  add(leaf, static_cast<const xt::xarray<T>&>(grad), op);
+}
+
+template <typename T>
+void LeafGradients<T>::add_to_leaves() {
+  for (auto& [leaf, grad] : grads_) {
+    if (!leaf->has_grad) {
+      leaf->grad = std::move(grad);
+      leaf->has_grad = true;
+      continue;
+    }
+    T* dst = leaf->grad.data();
+    const T* src = grad.data();
+    parallel_for(grad.size(), kMinChunkElements, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) dst[i] += src[i];
+    });
+  }
+  grads_.clear();
+}
+
 template <typename T>
 void accumulate_grad(Node<T>& node, const xt::xarray<T>& grad, const char* op) {
   if (!node.requires_grad) return;
+  if (node.is_leaf) {
+    if (LeafGradients<T>* collected = LeafGradients<T>::active()) {
+      collected->add(node, grad, op);
+      return;
+    }
+  }
   const bool same = Shape(grad.shape()) == Shape(node.value.shape());
   if (!node.has_grad) {
     if (same) {  // a copy, in parallel for the large activations of a residual stream
@@ -352,6 +431,12 @@ void accumulate_grad(Node<T>& node, const xt::xarray<T>& grad, const char* op) {
 
 template <typename T>
 void accumulate_grad(Node<T>& node, xt::xarray<T>&& grad, const char* op) {
+  if (node.requires_grad && node.is_leaf) {
+    if (LeafGradients<T>* collected = LeafGradients<T>::active()) {
+      collected->add(node, std::move(grad), op);
+      return;
+    }
+  }
   if (node.requires_grad && !node.has_grad && Shape(grad.shape()) == Shape(node.value.shape())) {
     node.grad = std::move(grad);
     node.has_grad = true;
@@ -384,6 +469,7 @@ Tensor<T> make_result(const char* op, xt::xarray<T>&& value,
 
 #define HEADROOM_INSTANTIATE(T)                                                              \
   template class Tensor<T>;                                                                  \
+  template class LeafGradients<T>;                                                           \
   template std::size_t tape_size<T>();                                                       \
   template void clear_tape<T>();                                                             \
   template xt::xarray<T> sum_to_shape<T>(const xt::xarray<T>&, const Shape&, const char*);  \

@@ -155,11 +155,56 @@ void clear_tape();
 // The one place gradients enter a node (docs/design.md #3). `grad` must have the node's
 // shape or broadcast to it: broadcast axes are summed back to the node's shape.
 // Any other shape is a ShapeError naming the op and both shapes. Nodes that do not
-// require grad are skipped.
+// require grad are skipped; a leaf's gradient goes to the LeafGradients active on
+// this thread, when one is.
 template <typename T>
 void accumulate_grad(Node<T>& node, const xt::xarray<T>& grad, const char* op);
 template <typename T>
 void accumulate_grad(Node<T>& node, xt::xarray<T>&& grad, const char* op);
+
+// Gradients for leaves, collected apart from the leaves themselves. A data-parallel
+// step (train/step.cpp, docs/design.md#threads) runs each shard of the batch forward
+// and backward on its own thread, with its own tape, through the same parameters;
+// every shard but the first collects the gradients that reach the parameters here,
+// so that no two threads write the same grad, and the step then adds each
+// collection into the leaves, in shard order: the same sums whichever thread ran
+// which shard.
+template <typename T>
+class LeafGradients {
+ public:
+  // Runs f() on this thread with every gradient that accumulate_grad sends to a leaf
+  // going into this collection instead (non-leaves are untouched). The leaves must
+  // outlive the collection.
+  template <typename F>
+  void collect(F&& f) {
+    struct Scope {
+      LeafGradients* previous;
+      explicit Scope(LeafGradients* now) : previous(swap_active(now)) {}
+      ~Scope() { swap_active(previous); }
+    } scope(this);
+    f();
+  }
+  // Adds each collected gradient into its leaf's grad (a leaf without one takes it
+  // as it is), in the order the leaves were first reached, and empties the
+  // collection. Uses this thread's parallel_for.
+  void add_to_leaves();
+  std::size_t size() const { return grads_.size(); }
+  bool empty() const { return grads_.empty(); }
+
+  // accumulate_grad's entry while this collection is active on the thread: `grad`
+  // has the leaf's shape or broadcasts to it, as there.
+  void add(Node<T>& leaf, const xt::xarray<T>& grad, const char* op);
+  void add(Node<T>& leaf, xt::xarray<T>&& grad, const char* op);
+  // The gradient collected for `leaf`, or nullptr.
+  xt::xarray<T>* find(const Node<T>& leaf);
+  // The collection active on this thread, or nullptr.
+  static LeafGradients* active();
+
+ private:
+  static LeafGradients* swap_active(LeafGradients* now);
+
+  std::vector<std::pair<Node<T>*, xt::xarray<T>>> grads_;  // few: a model's parameters
+};
 
 // Sums `grad` over the axes along which `shape` was broadcast to grad's shape.
 template <typename T>

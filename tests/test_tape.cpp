@@ -2,6 +2,7 @@
 // keep_tape, detach, anomaly mode and thread-local tapes.
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <thread>
 
 #include <doctest/doctest.h>
@@ -256,4 +257,67 @@ TEST_CASE("two losses on one tape: keep_tape on the first backward") {
   first.backward(headroom::BackwardOptions{.keep_tape = true});
   second.backward();
   check_close(x.grad(), 3.0 * xt::exp(x.value()), "d(first + second)/dx");
+}
+
+// ---- LeafGradients: a shard's parameter gradients collected apart ----------------
+
+TEST_CASE("LeafGradients collects what reaches the leaves, on any thread, and adds it in afterwards") {
+  // w is used twice and broadcast once: three contributions, one of them summed
+  // back to w's shape; b is reached once; x is an intermediate and stays out.
+  D w = leaf({0.5, -1.5, 2.0});
+  D b = leaf({0.25});
+  const xt::xarray<double> input = {{1.0, 2.0, -1.0}, {0.5, -3.0, 4.0}};
+  const auto loss_of = [&] {
+    D x = mul(constant(input), w);               // (2, 3), w broadcast over rows
+    D y = add(mul(x, w), add(x, b));            // w again, b broadcast
+    return sum(mul(y, y));
+  };
+  // The direct gradients, from a first backward into the leaves.
+  loss_of().backward();
+  const xt::xarray<double> want_w = w.grad(), want_b = b.grad();
+  w.zero_grad();
+  b.zero_grad();
+
+  // A second thread computes the same loss with its own tape, collecting.
+  headroom::LeafGradients<double> collected;
+  std::thread worker([&] { collected.collect([&] { loss_of().backward(); }); });
+  worker.join();
+  CHECK_FALSE(w.has_grad());  // nothing reached the leaves themselves
+  CHECK_FALSE(b.has_grad());
+  REQUIRE(collected.size() == 2);
+  REQUIRE(collected.find(*w.node()) != nullptr);
+  check_close(*collected.find(*w.node()), want_w, "collected dL/dw");
+  check_close(*collected.find(*b.node()), want_b, "collected dL/db");
+  CHECK(headroom::LeafGradients<double>::active() == nullptr);  // only while collect() runs
+
+  // The first thread's own backward writes the leaves; the collection adds to them.
+  loss_of().backward();
+  collected.add_to_leaves();
+  CHECK(collected.empty());
+  check_close(w.grad(), 2.0 * want_w, "dL/dw, both shards");
+  check_close(b.grad(), 2.0 * want_b, "dL/db, both shards");
+
+  // A leaf without a gradient of its own takes the collected one as it is.
+  w.zero_grad();
+  collected.collect([&] { sum(mul(w, w)).backward(); });
+  collected.add_to_leaves();
+  check_close(w.grad(), 2.0 * w.value(), "d sum(w^2)/dw through an empty leaf");
+}
+
+TEST_CASE("LeafGradients: collect() restores the previous collection, even on a throw") {
+  D w = leaf({1.0, 2.0});
+  headroom::LeafGradients<double> outer, inner;
+  outer.collect([&] {
+    CHECK(headroom::LeafGradients<double>::active() == &outer);
+    CHECK_THROWS_AS(inner.collect([&] {
+      sum(mul_scalar(w, 3.0)).backward();
+      throw std::runtime_error("stop");
+    }), std::runtime_error);
+    CHECK(headroom::LeafGradients<double>::active() == &outer);
+    sum(mul_scalar(w, 5.0)).backward();
+  });
+  CHECK(headroom::LeafGradients<double>::active() == nullptr);
+  check_close(*inner.find(*w.node()), {3.0, 3.0}, "inner");
+  check_close(*outer.find(*w.node()), {5.0, 5.0}, "outer");
+  CHECK_FALSE(w.has_grad());
 }

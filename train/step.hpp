@@ -5,7 +5,10 @@
 //
 // with one guard: a step whose loss or gradient norm is not finite does not reach
 // the weights (the update is skipped and the step says so), so one bad batch cannot
-// turn every weight into NaN.
+// turn every weight into NaN. On n > 1 threads (set_threads) the forward and
+// backward run as n shards of the batch, one per thread, their gradients summed in
+// shard order (docs/design.md#threads): deterministic for a given n, equal to one
+// thread's up to float rounding.
 #pragma once
 
 #include <optional>
