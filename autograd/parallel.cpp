@@ -326,8 +326,8 @@ void parallel_for(std::size_t n, std::size_t min_chunk, const std::function<void
   t_pool->run(chunks, [&](std::size_t c) { body(c * n / chunks, (c + 1) * n / chunks); });
 }
 
-int threads_that_pay(int requested, double step_flops) {
-  const double paying = 1 + std::floor(std::max(0.0, step_flops) / kFlopsPerExtraThread);
+int threads_that_pay(int requested, double step_flops, double flops_per_extra_thread) {
+  const double paying = 1 + std::floor(std::max(0.0, step_flops) / flops_per_extra_thread);
   return paying >= requested ? requested : std::max(1, static_cast<int>(paying));
 }
 

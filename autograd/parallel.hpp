@@ -90,8 +90,10 @@ ParallelStats parallel_stats();
 inline constexpr double kFlopsPerExtraThread = 5e8;
 
 // The threads that pay for steps of `step_flops`: `requested`, capped at 1 +
-// step_flops / kFlopsPerExtraThread (at least 1).
-int threads_that_pay(int requested, double step_flops);
+// step_flops / flops_per_extra_thread (at least 1). A training step cut into one
+// shard of its batch per thread pays from fewer FLOPs (train/step.hpp,
+// kFlopsPerExtraShard).
+int threads_that_pay(int requested, double step_flops, double flops_per_extra_thread = kFlopsPerExtraThread);
 
 // Whether this thread is running a chunk of a parallel_for with more than one chunk
 // (gemm() then runs single-threaded).

@@ -185,7 +185,7 @@ int run(const BenchOptions& o) {
                                                          .ffn = hr::parse_ffn(o.ffn)}
                                               .resolved();
   // What `headroom train --threads N` uses for this model (train/resources.hpp).
-  const int threads_used = hr::threads_that_pay(o.threads, step_gemm_flops(o, config));
+  const int threads_used = hr::step_threads_that_pay(o.threads, step_gemm_flops(o, config), o.batch);
   hr::set_threads(threads_used);
   hr::Rng init_rng(o.seed + 1);
   hr::TransformerLM<float> model(config, init_rng);

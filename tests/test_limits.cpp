@@ -26,6 +26,7 @@
 #include "support.hpp"
 #include "train/config.hpp"
 #include "train/resources.hpp"
+#include "train/step.hpp"
 
 namespace fs = std::filesystem;
 namespace hr = headroom;
@@ -509,9 +510,10 @@ TEST_CASE("the JSON the tool reads back is strict too: a run's config.json and s
                 again.output);
 }
 
-// Threads that cannot pay are not used (autograd/parallel.hpp, train/resources.hpp):
-// each thread beyond the first needs about kFlopsPerExtraThread of matrix products a
-// step; the CLI says when it uses fewer than asked.
+// Threads that cannot pay are not used (train/step.hpp, autograd/parallel.hpp,
+// train/resources.hpp): each thread beyond the first needs about kFlopsPerExtraShard
+// of matrix products a step (kFlopsPerExtraThread where ops share their loops); the
+// CLI says when it uses fewer than asked.
 TEST_CASE("a training step too small for a second thread runs on one, and headroom train says so") {
   CHECK(hr::threads_that_pay(1, 1e12) == 1);
   CHECK(hr::threads_that_pay(2, 3.4e8) == 1);
@@ -532,16 +534,35 @@ TEST_CASE("a training step too small for a second thread runs on one, and headro
   config.data.seq_len = 32;
   config.optim.batch = 16;
   config.optim.threads = 2;
+  // A step cut into one shard of the batch per thread pays from 1e8 FLOPs a thread,
+  // and takes at most one thread per row; a batch of one row shares each op's loops.
+  CHECK(hr::step_threads_that_pay(2, 3.4e8, 16) == 2);
+  CHECK(hr::step_threads_that_pay(2, 9e7, 16) == 1);
+  CHECK(hr::step_threads_that_pay(4, 3.4e8, 16) == 4);
+  CHECK(hr::step_threads_that_pay(4, 1e10, 3) == 3);
+  CHECK(hr::step_threads_that_pay(2, 3.4e8, 1) == 1);
+  CHECK(hr::step_threads_that_pay(2, 5e8, 1) == 2);
+  const hr::ThreadChoice tiny_step = hr::training_threads(config);
+  CHECK(tiny_step.asked == 2);
+  CHECK(tiny_step.used == 2);
+  CHECK(tiny_step.why.empty());
+  config.optim.batch = 4;  // a quarter of the work: one thread
   const hr::ThreadChoice small = hr::training_threads(config);
-  CHECK(small.asked == 2);
   CHECK(small.used == 1);
-  CHECK(small.why.find("1 of the 2 threads asked: a step of 0.34 GFLOP") == 0);
-  config.optim.batch = 256;  // 16 times the work: both threads
-  const hr::ThreadChoice big = hr::training_threads(config);
-  CHECK(big.used == 2);
-  CHECK(big.why.empty());
+  CHECK(small.why.find("1 of the 2 threads asked: a step of 0.085 GFLOP") == 0);
+  config.optim.batch = 2;  // one shard per row
+  config.model.d_model = 512;
+  config.optim.threads = 4;
+  const hr::ThreadChoice rows = hr::training_threads(config);
+  CHECK(rows.used == 2);
+  CHECK(rows.why == "2 of the 4 threads asked: a step runs one shard of its batch per thread, and the batch has 2 rows");
+  config.optim.batch = 1;  // one row: the ops share their loops, from 5e8 FLOPs a thread
+  config.model.d_model = 64;
+  const hr::ThreadChoice one_row = hr::training_threads(config);
+  CHECK(one_row.used == 1);
+  CHECK(one_row.why.find("1 of the 4 threads asked: a step of one row of 0.021 GFLOP") == 0);
 
-  const CliResult r = run_headroom("train --steps 2 --threads 2 --no-save -q");
+  const CliResult r = run_headroom("train --batch 4 --steps 2 --threads 2 --no-save -q");
   INFO(r.output);
   CHECK(r.status == 0);
   CHECK(r.output.find("threads: 1 of the 2 threads asked: a step of") != std::string::npos);
@@ -558,7 +579,7 @@ TEST_CASE("eval and heads on a model trained with --threads 2 use one thread whe
   CHECK(fwd.why.find("1 of the 2 threads asked: a forward pass of 0.11 GFLOP") == 0);
   // At 64 rows a training step (1.4 GFLOP) pays for a second thread and a forward
   // pass (0.45) does not; at 128 rows both do.
-  CHECK(hr::threads_that_pay(2, hr::training_step_flops(tiny, 64, 32)) == 2);
+  CHECK(hr::step_threads_that_pay(2, hr::training_step_flops(tiny, 64, 32), 64) == 2);
   CHECK(hr::forward_threads(tiny, 64, 32, 2).used == 1);
   CHECK(hr::forward_threads(tiny, 128, 32, 2).used == 2);
   CHECK(hr::forward_threads(tiny, 128, 32, 2).why.empty());

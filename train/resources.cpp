@@ -14,6 +14,7 @@
 
 #include "autograd/parallel.hpp"
 #include "nn/param_count.hpp"
+#include "train/step.hpp"
 
 namespace headroom {
 namespace {
@@ -271,27 +272,36 @@ double training_step_flops(const TrainConfig& config, std::size_t text_vocab) {
 }
 
 namespace {
-// `asked` threads, or as many as steps of `step_flops` pay for; `what` names a step.
-ThreadChoice choose_threads(int asked, double step_flops, const char* what) {
-  ThreadChoice t;
-  t.asked = asked;
-  t.step_flops = step_flops;
-  t.used = threads_that_pay(t.asked, t.step_flops);
+// `asked` threads, `used` of them paying for steps of `step_flops`, each beyond the
+// first from `per_thread` FLOPs; `what` names a step.
+ThreadChoice choose_threads(int asked, int used, double step_flops, double per_thread, const char* what) {
+  ThreadChoice t{.asked = asked, .used = used, .step_flops = step_flops};
   if (t.used < t.asked) {
     t.why = fmt::format("{} of the {} threads asked: {} of {:.2g} GFLOP is too small for more to pay "
                         "(each thread beyond the first needs about {:.2g} GFLOP of matrix products a step)",
-                        t.used, t.asked, what, t.step_flops / 1e9, kFlopsPerExtraThread / 1e9);
+                        t.used, t.asked, what, t.step_flops / 1e9, per_thread / 1e9);
   }
   return t;
 }
 }  // namespace
 
 ThreadChoice training_threads(const TrainConfig& config, std::size_t text_vocab) {
-  return choose_threads(config.optim.threads, training_step_flops(config, text_vocab), "a step");
+  const int asked = config.optim.threads;
+  const std::size_t rows = config.optim.batch;
+  const double flops = training_step_flops(config, text_vocab);
+  const int used = step_threads_that_pay(asked, flops, rows);
+  if (rows < 2) return choose_threads(asked, used, flops, kFlopsPerExtraThread, "a step of one row");
+  ThreadChoice t = choose_threads(asked, used, flops, kFlopsPerExtraShard, "a step");
+  if (used < threads_that_pay(asked, flops, kFlopsPerExtraShard)) {  // capped by the rows, not the FLOPs
+    t.why = fmt::format("{} of the {} threads asked: a step runs one shard of its batch per thread, and the batch "
+                        "has {} rows", used, asked, rows);
+  }
+  return t;
 }
 
 ThreadChoice forward_threads(const ModelConfig& model, std::size_t batch, std::size_t seq_len, int asked) {
-  return choose_threads(asked, training_step_flops(model, batch, seq_len) / 3, "a forward pass");
+  const double flops = training_step_flops(model, batch, seq_len) / 3;
+  return choose_threads(asked, threads_that_pay(asked, flops), flops, kFlopsPerExtraThread, "a forward pass");
 }
 
 }  // namespace headroom

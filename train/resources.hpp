@@ -88,8 +88,9 @@ double training_step_flops(const ModelConfig& model, std::size_t batch, std::siz
 double training_step_flops(const TrainConfig& config, std::size_t text_vocab = 0);
 
 // The threads a training run uses: optim.threads, or fewer where its steps are too
-// small for more to pay (threads_that_pay, autograd/parallel.hpp). `why` says so
-// when it is fewer, for the CLI to print; empty otherwise.
+// small for more to pay or its batch has fewer rows than threads
+// (step_threads_that_pay, train/step.hpp). `why` says so when it is fewer, for the
+// CLI to print; empty otherwise.
 struct ThreadChoice {
   int asked = 1, used = 1;
   double step_flops = 0;

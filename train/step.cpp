@@ -189,6 +189,12 @@ StepResult step(TransformerLM<float>& model, Optimizer<float>& optimizer, const 
 
 }  // namespace
 
+int step_threads_that_pay(int requested, double step_flops, std::size_t batch) {
+  if (batch < 2) return threads_that_pay(requested, step_flops);
+  const int paying = threads_that_pay(requested, step_flops, kFlopsPerExtraShard);
+  return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(paying), batch));
+}
+
 StepResult train_step(TransformerLM<float>& model, Optimizer<float>& optimizer, const Batch& batch,
                       const StepOptions& options) {
   return step(model, optimizer, batch.tokens, &batch.target_mask, options);

@@ -20,6 +20,19 @@
 
 namespace headroom {
 
+// Each thread beyond the first pays for itself, in a step cut into one shard of the
+// batch per thread, from about this many FLOPs of matrix products a step. Measured
+// on the 2-core AMD EPYC VM (bench/README.md, "Session 13"): 3.4e8 (tiny) ran 1.6x
+// faster on two threads than on one, 1.7e8 1.3x, 8.5e7 and 8.2e7 1.0-1.05x, 1.1e7
+// 1.4x slower. Where the ops share their loops instead (a batch of one row), it is
+// kFlopsPerExtraThread (autograd/parallel.hpp).
+inline constexpr double kFlopsPerExtraShard = 1e8;
+
+// The threads that pay for training steps of `step_flops` on `batch` rows:
+// `requested`, capped at one per row and at 1 + step_flops / kFlopsPerExtraShard;
+// for one row, threads_that_pay's cap for ops that share their loops.
+int step_threads_that_pay(int requested, double step_flops, std::size_t batch);
+
 struct StepOptions {
   std::optional<double> lr{};   // set on the optimizer before the update; none keeps its rate
   double clip = 1.0;            // clip the global gradient norm to this; 0 measures it only
