@@ -71,11 +71,11 @@ bool degenerate_gemm(std::size_t m, std::size_t n, std::size_t k, T beta, T* c, 
 }
 
 // One GEMM on this thread alone: small_gemm where it runs faster than the library
-// (small_gemm_fits), else library_gemm.
+// (small_gemm_fits, packed_gemm_fits), else library_gemm.
 template <typename T>
 void serial_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-  if (!trans_b && small_gemm_fits(n, k, sizeof(T))) {
+  if (!trans_b && (small_gemm_fits(n, k, sizeof(T)) || packed_gemm_fits(trans_a, m, n, k, sizeof(T)))) {
     small_gemm<T>(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -117,7 +117,10 @@ void split_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
     min_units = std::max(min_units, (units + thread_count - 1) / thread_count);
   }
   const bool ours = gemm_threads_per_call() ||
-                    (!trans_b && (small_gemm_fits(n, k, sizeof(T)) || deep_gemm_fits(m, n, k, sizeof(T))) && rows);
+                    (!trans_b &&
+                     (small_gemm_fits(n, k, sizeof(T)) || deep_gemm_fits(m, n, k, sizeof(T)) ||
+                      packed_gemm_fits(trans_a, m, n, k, sizeof(T))) &&
+                     rows);
   if (!ours || in_parallel_region() || parallel_chunks(units, min_units) <= 1) {
     serial_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
@@ -185,6 +188,11 @@ std::size_t small_gemm_max_b_bytes() {
 bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes) {
   return n <= kSmallGemmMaxN && k <= kSmallGemmMaxK && n * k * element_bytes <= small_gemm_max_b_bytes() &&
          n * element_bytes % kSmallGemmRowBytes == 0;
+}
+
+bool packed_gemm_fits(bool trans_a, std::size_t m, std::size_t n, std::size_t k, std::size_t element_bytes) {
+  return !trans_a && m >= kPackedGemmMinM && n * element_bytes >= kPackedGemmMinRowBytes && n <= kSmallGemmMaxN &&
+         k <= kPackedGemmMaxK && n * element_bytes % kSmallGemmRowBytes == 0;
 }
 
 bool deep_gemm_fits(std::size_t m, std::size_t n, std::size_t k, std::size_t element_bytes) {

@@ -65,6 +65,19 @@ bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes);
 // chunks (m 1024: 119 against BLIS's 132 GFLOP/s), as did chunks of 1024 rows.
 inline constexpr std::size_t kDeepGemmChunk = 512, kDeepGemmMaxM = 512;
 bool deep_gemm_fits(std::size_t m, std::size_t n, std::size_t k, std::size_t element_bytes);
+// Products whose B is beyond half of L2 go to small_gemm too, when its packed path
+// runs them (small_gemm.cpp, pack_panels: B's column panels, two vectors wide,
+// copied once per product, so that a block of rows reads only its panel, k x 32
+// floats, not B): A untransposed with at least kPackedGemmMinM rows, B's rows at
+// least kPackedGemmMinRowBytes and at most kSmallGemmMaxN wide, k at most kPackedGemmMaxK. On
+// the AMD EPYC VM (1 MiB of L2) such products ran 1.02-1.17x BLIS's skx kernels:
+// medium's and large's forward and dx products, B 1 to 4 MiB (small_gemm_bench,
+// linear's tables, two runs; bench/README.md, session 13). Wider B (n 1024 and 2048)
+// also ran 1.00-1.15x there, but 0.90-0.96 on the Intel Xeon VM (n 1024, session 12),
+// and a transposed A, the weight gradients summed over k = B T rows, 0.55-0.97: both
+// stay with BLIS.
+inline constexpr std::size_t kPackedGemmMinM = 64, kPackedGemmMinRowBytes = 256, kPackedGemmMaxK = 2048;
+bool packed_gemm_fits(bool trans_a, std::size_t m, std::size_t n, std::size_t k, std::size_t element_bytes);
 
 // What headroom reads of the CPU to choose BLIS's kernels (autograd/gemm.cpp).
 struct CpuFacts {

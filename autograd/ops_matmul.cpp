@@ -211,13 +211,15 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   Shape out_shape = xs;
   out_shape.back() = out;
   xt::xarray<T> y = xt::empty<T>(out_shape);  // (rows, out)
-  if ((in < kContiguousWeightBelow || small_gemm_fits(out, in, sizeof(T))) && rows >= out) {
+  if ((in < kContiguousWeightBelow || small_gemm_fits(out, in, sizeof(T)) ||
+       packed_gemm_fits(false, rows, out, in, sizeof(T))) &&
+      rows >= out) {
     // y = x W^T on a contiguous copy of W^T (in, out): BLIS 0.9 runs x W^T with
     // W as stored at about half the speed of the same product on W^T when `in` is
     // small (bench/README.md: in = 64, 35 against 66 GFLOP/s; in = 128, 44 against
     // 63), and equally fast from in = 256; and on W^T, gemm() can hand the product
-    // to small_gemm (gemm.hpp). The copy is in * out elements against the GEMM's
-    // rows * in * out multiply-adds.
+    // to small_gemm (gemm.hpp: small_gemm_fits, packed_gemm_fits). The copy is
+    // in * out elements against the GEMM's rows * in * out multiply-adds.
     std::vector<T> wt(in * out);  // (in, out)
     transpose_into(wt.data(), weight.value().data(), out, in, in);
     gemm<T>(false, false, rows, out, in, T(1), x.value().data(), in, wt.data(), out, T(0), y.data(), out);

@@ -112,7 +112,7 @@ void time_transpose(const Transpose& t, const std::vector<float>& src, std::vect
 int main() {
   hr::set_threads(1);
   hr::Rng rng(0);
-  std::vector<float> a(2048 * 1024), b(2048 * 1024), c(2048 * 1024);
+  std::vector<float> a(2048 * 2048), b(2048 * 2048), c(2048 * 2048);
   for (auto* v : {&a, &b}) {
     for (auto& x : *v) x = static_cast<float>(rng.normal());
   }
@@ -139,7 +139,8 @@ int main() {
     const char* name;
     std::size_t rows, C;
   };
-  for (const Linear cfg : {Linear{"tiny", 512, 64}, Linear{"small", 2048, 128}, Linear{"medium", 2048, 256}}) {
+  for (const Linear cfg : {Linear{"tiny", 512, 64}, Linear{"small", 2048, 128}, Linear{"medium", 2048, 256},
+                           Linear{"large", 2048, 512}}) {
     const std::size_t r = cfg.rows, C = cfg.C, F = 4 * cfg.C;
     const std::vector<Product> products{
         {"y = x W^T (C -> C)", false, r, C, C},   {"y = x W^T (C -> 4C)", false, r, F, C},

@@ -230,3 +230,44 @@ TEST_CASE_TEMPLATE("gemm's deep products in chunks of k match the library", T, f
   CHECK_FALSE(hr::deep_gemm_fits(hr::kDeepGemmMaxM + 1, 128, 2048, sizeof(T)));
   CHECK_FALSE(hr::deep_gemm_fits(128, hr::kSmallGemmMaxN + 4, 2048, sizeof(T)));
 }
+
+// Products beyond small_gemm_fits that its packed path runs (packed_gemm_fits: B up
+// to 512 wide and 2048 deep, A untransposed with 64 rows or more) go through gemm()
+// to small_gemm, and match the library alone to rounding, beta 0 and not.
+TEST_CASE_TEMPLATE("gemm's packed products match the library", T, float, double) {
+  hr::Rng rng(9);
+  struct Case {
+    std::size_t m, n, k;
+  };
+  for (const Case cs : {Case{200, 512, 512}, Case{64, 256, 1024}, Case{77, 512, 2048}, Case{130, 96, 1500}}) {
+    CHECK(hr::packed_gemm_fits(false, cs.m, cs.n, cs.k, sizeof(T)));
+    for (const T beta : {T(0), T(0.5)}) {
+      std::vector<T> a(cs.m * cs.k), b(cs.k * cs.n), c0(cs.m * cs.n);
+      for (auto* v : {&a, &b, &c0}) {
+        for (auto& x : *v) x = static_cast<T>(rng.normal());
+      }
+      std::vector<T> want = c0, got = c0;
+      hr::library_gemm<T>(false, false, cs.m, cs.n, cs.k, T(1.5), a.data(), cs.k, b.data(), cs.n, beta, want.data(),
+                          cs.n);
+      hr::gemm<T>(false, false, cs.m, cs.n, cs.k, T(1.5), a.data(), cs.k, b.data(), cs.n, beta, got.data(), cs.n);
+      CAPTURE(cs.m);
+      CAPTURE(cs.n);
+      CAPTURE(cs.k);
+      double worst = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        worst = std::max(worst, std::abs(static_cast<double>(got[i] - want[i])) / (1 + std::abs(double(want[i]))));
+      }
+      CHECK(worst < 4.0 * static_cast<double>(cs.k) * std::numeric_limits<T>::epsilon());
+      // And the same bits as small_gemm called directly: the product did go there.
+      std::vector<T> direct = c0;
+      hr::small_gemm<T>(false, cs.m, cs.n, cs.k, T(1.5), a.data(), cs.k, b.data(), cs.n, beta, direct.data(), cs.n);
+      CHECK(direct == got);
+    }
+  }
+  // Outside its bounds: A transposed, too few rows, B too narrow or too wide, too deep.
+  CHECK_FALSE(hr::packed_gemm_fits(true, 2048, 512, 512, sizeof(T)));
+  CHECK_FALSE(hr::packed_gemm_fits(false, hr::kPackedGemmMinM - 1, 512, 512, sizeof(T)));
+  CHECK_FALSE(hr::packed_gemm_fits(false, 2048, hr::kPackedGemmMinRowBytes / sizeof(T) - 4, 512, sizeof(T)));
+  CHECK_FALSE(hr::packed_gemm_fits(false, 2048, hr::kSmallGemmMaxN + 4, 512, sizeof(T)));
+  CHECK_FALSE(hr::packed_gemm_fits(false, 2048, 512, hr::kPackedGemmMaxK + 1, sizeof(T)));
+}
