@@ -1,6 +1,8 @@
 // Threads for headroom's own loops, beside the GEMM library's.
 //
-// set_threads(n) is the one knob (the trainer's --threads). parallel_for splits
+// set_threads(n) is the one knob (the trainer's --threads). A training step on n
+// threads runs n shards of its batch as n tasks (train/step.cpp), each with its ops
+// serial inside; outside them, and for a batch of one row, parallel_for splits
 // headroom's loops (attention per (batch, kv head), LayerNorm and GELU rows, the
 // optimizer's parameters) into up to kChunksPerThread * n contiguous chunks, and the
 // caller's thread and n - 1 workers claim them one by one, each its own share of

@@ -279,8 +279,8 @@ def scaling_runs(a, started, load_before, spin_cpu):
     load_after = os.getloadavg()
     load = (f" Another process spun on CPU {spin_cpu} through every run (--contend): a speedup below 1 is how "
             f"much slower {a.scaling} threads are than one on a shared machine." if spin_cpu is not None else "")
-    print(f"headroom's training step at 1 and {a.scaling} threads (set_threads: the GEMM panels and headroom's "
-          f"own loops), median ms over {a.steps} timed steps per run; median over {a.reps} alternating runs "
+    print(f"headroom's training step at 1 and {a.scaling} threads (set_threads: one shard of the batch per "
+          f"thread, and the optimizer's loops), median ms over {a.steps} timed steps per run; median over {a.reps} alternating runs "
           f"(1 thread first in odd reps, {a.scaling} first in even ones), min-max in brackets. CPU: {cpu_model()}, {os.cpu_count()} cores. Load average (1 min) "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; {time.time() - started:.0f} s in all.{load}")
     print()
