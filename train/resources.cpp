@@ -275,7 +275,7 @@ namespace {
 // `asked` threads, `used` of them paying for steps of `step_flops`, each beyond the
 // first from `per_thread` FLOPs; `what` names a step.
 ThreadChoice choose_threads(int asked, int used, double step_flops, double per_thread, const char* what) {
-  ThreadChoice t{.asked = asked, .used = used, .step_flops = step_flops};
+  ThreadChoice t{.asked = asked, .used = used, .step_flops = step_flops, .why = {}};
   if (t.used < t.asked) {
     t.why = fmt::format("{} of the {} threads asked: {} of {:.2g} GFLOP is too small for more to pay "
                         "(each thread beyond the first needs about {:.2g} GFLOP of matrix products a step)",
