@@ -323,15 +323,62 @@ xt::xarray<T> sum_to_shape(const xt::xarray<T>& grad, const Shape& shape, const 
   return out;
 }
 
-// ---- leaf gradients collected apart --------------------------------------------
+// ---- accumulation ------------------------------------------------------------------
 
 namespace {
+
+// Adds `grad` (the shape of a tensor of `shape`, or broadcasting to it) into `dst`,
+// or makes it `dst` when `has` is false: the sum behind accumulate_grad, for a
+// node's own gradient and for a LeafGradients entry alike.
+template <typename T>
+void add_grad(xt::xarray<T>& dst, bool& has, const Shape& shape, const xt::xarray<T>& grad, const char* op) {
+  const bool same = Shape(grad.shape()) == shape;
+  if (!has) {
+    if (same) {  // a copy, in parallel for the large activations of a residual stream
+      dst = xt::empty<T>(grad.shape());
+      const T* src = grad.data();
+      T* out = dst.data();
+      parallel_for(grad.size(), kMinChunkElements, [&](std::size_t begin, std::size_t end) {
+        std::copy(src + begin, src + end, out + begin);
+      });
+    } else {
+      dst = sum_to_shape(grad, shape, op);
+    }
+    has = true;
+    return;
+  }
+  T* out = dst.data();
+  if (same) {
+    const T* src = grad.data();
+    parallel_for(dst.size(), kMinChunkElements, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) out[i] += src[i];
+    });
+  } else {
+    const xt::xarray<T> reduced = sum_to_shape(grad, shape, op);
+    const T* src = reduced.data();
+    for (std::size_t i = 0, n = dst.size(); i < n; ++i) out[i] += src[i];
+  }
+}
+
+template <typename T>
+void add_grad(xt::xarray<T>& dst, bool& has, const Shape& shape, xt::xarray<T>&& grad, const char* op) {
+  if (!has && Shape(grad.shape()) == shape) {
+    dst = std::move(grad);
+    has = true;
+    return;
+  }
+  add_grad(dst, has, shape, static_cast<const xt::xarray<T>&>(grad), op);
+}
+
 template <typename T>
 LeafGradients<T>*& active_leaf_gradients() {
   thread_local LeafGradients<T>* active = nullptr;
   return active;
 }
+
 }  // namespace
+
+// ---- leaf gradients collected apart --------------------------------------------
 
 template <typename T>
 LeafGradients<T>* LeafGradients<T>::active() {
@@ -352,42 +399,18 @@ xt::xarray<T>* LeafGradients<T>::find(const Node<T>& leaf) {
 }
 
 template <typename T>
-void LeafGradients<T>::add(Node<T>& leaf, const xt::xarray<T>& grad, const char* op) {
-  const bool same = Shape(grad.shape()) == Shape(leaf.value.shape());
+template <typename G>
+void LeafGradients<T>::add(Node<T>& leaf, G&& grad, const char* op) {
   xt::xarray<T>* held = find(leaf);
-  if (held == nullptr) {
-    grads_.emplace_back(&leaf, same ? grad : sum_to_shape(grad, leaf.value.shape(), op));
-    return;
-  }
-  // A collection runs inside one shard of a parallel loop: a serial sum.
-  const xt::xarray<T> reduced = same ? xt::xarray<T>() : sum_to_shape(grad, leaf.value.shape(), op);
-  const T* src = same ? grad.data() : reduced.data();
-  T* dst = held->data();
-  for (std::size_t i = 0, n = held->size(); i < n; ++i) dst[i] += src[i];
-}
-
-template <typename T>
-void LeafGradients<T>::add(Node<T>& leaf, xt::xarray<T>&& grad, const char* op) {
-  if (find(leaf) == nullptr && Shape(grad.shape()) == Shape(leaf.value.shape())) {
-    grads_.emplace_back(&leaf, std::move(grad));
-    return;
-  }
-  add(leaf, static_cast<const xt::xarray<T>&>(grad), op);
+  bool has = held != nullptr;
+  if (!has) held = &grads_.emplace_back(&leaf, xt::xarray<T>()).second;
+  add_grad(*held, has, leaf.value.shape(), std::forward<G>(grad), op);
 }
 
 template <typename T>
 void LeafGradients<T>::add_to_leaves() {
   for (auto& [leaf, grad] : grads_) {
-    if (!leaf->has_grad) {
-      leaf->grad = std::move(grad);
-      leaf->has_grad = true;
-      continue;
-    }
-    T* dst = leaf->grad.data();
-    const T* src = grad.data();
-    parallel_for(grad.size(), kMinChunkElements, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end; ++i) dst[i] += src[i];
-    });
+    add_grad(leaf->grad, leaf->has_grad, leaf->value.shape(), std::move(grad), "LeafGradients");
   }
   grads_.clear();
 }
@@ -395,54 +418,23 @@ void LeafGradients<T>::add_to_leaves() {
 template <typename T>
 void accumulate_grad(Node<T>& node, const xt::xarray<T>& grad, const char* op) {
   if (!node.requires_grad) return;
-  if (node.is_leaf) {
-    if (LeafGradients<T>* collected = LeafGradients<T>::active()) {
-      collected->add(node, grad, op);
-      return;
-    }
-  }
-  const bool same = Shape(grad.shape()) == Shape(node.value.shape());
-  if (!node.has_grad) {
-    if (same) {  // a copy, in parallel for the large activations of a residual stream
-      node.grad = xt::empty<T>(grad.shape());
-      const T* src = grad.data();
-      T* dst = node.grad.data();
-      parallel_for(grad.size(), kMinChunkElements, [&](std::size_t begin, std::size_t end) {
-        std::copy(src + begin, src + end, dst + begin);
-      });
-    } else {
-      node.grad = sum_to_shape(grad, node.value.shape(), op);
-    }
-    node.has_grad = true;
-    return;
-  }
-  T* dst = node.grad.data();
-  if (same) {
-    const T* src = grad.data();
-    parallel_for(node.grad.size(), kMinChunkElements, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end; ++i) dst[i] += src[i];
-    });
+  LeafGradients<T>* collected = node.is_leaf ? LeafGradients<T>::active() : nullptr;
+  if (collected) {
+    collected->add(node, grad, op);
   } else {
-    const xt::xarray<T> reduced = sum_to_shape(grad, node.value.shape(), op);
-    const T* src = reduced.data();
-    for (std::size_t i = 0, n = node.grad.size(); i < n; ++i) dst[i] += src[i];
+    add_grad(node.grad, node.has_grad, node.value.shape(), grad, op);
   }
 }
 
 template <typename T>
 void accumulate_grad(Node<T>& node, xt::xarray<T>&& grad, const char* op) {
-  if (node.requires_grad && node.is_leaf) {
-    if (LeafGradients<T>* collected = LeafGradients<T>::active()) {
-      collected->add(node, std::move(grad), op);
-      return;
-    }
+  if (!node.requires_grad) return;
+  LeafGradients<T>* collected = node.is_leaf ? LeafGradients<T>::active() : nullptr;
+  if (collected) {
+    collected->add(node, std::move(grad), op);
+  } else {
+    add_grad(node.grad, node.has_grad, node.value.shape(), std::move(grad), op);
   }
-  if (node.requires_grad && !node.has_grad && Shape(grad.shape()) == Shape(node.value.shape())) {
-    node.grad = std::move(grad);
-    node.has_grad = true;
-    return;
-  }
-  accumulate_grad(node, static_cast<const xt::xarray<T>&>(grad), op);
 }
 
 template <typename T>
@@ -470,6 +462,8 @@ Tensor<T> make_result(const char* op, xt::xarray<T>&& value,
 #define HEADROOM_INSTANTIATE(T)                                                              \
   template class Tensor<T>;                                                                  \
   template class LeafGradients<T>;                                                           \
+  template void LeafGradients<T>::add<const xt::xarray<T>&>(Node<T>&, const xt::xarray<T>&, const char*); \
+  template void LeafGradients<T>::add<xt::xarray<T>>(Node<T>&, xt::xarray<T>&&, const char*);             \
   template std::size_t tape_size<T>();                                                       \
   template void clear_tape<T>();                                                             \
   template xt::xarray<T> sum_to_shape<T>(const xt::xarray<T>&, const Shape&, const char*);  \

@@ -192,9 +192,10 @@ class LeafGradients {
   bool empty() const { return grads_.empty(); }
 
   // accumulate_grad's entry while this collection is active on the thread: `grad`
-  // has the leaf's shape or broadcasts to it, as there.
-  void add(Node<T>& leaf, const xt::xarray<T>& grad, const char* op);
-  void add(Node<T>& leaf, xt::xarray<T>&& grad, const char* op);
+  // (an xt::xarray<T>, copied or moved) has the leaf's shape or broadcasts to it, as
+  // there, and is summed the same way.
+  template <typename G>
+  void add(Node<T>& leaf, G&& grad, const char* op);
   // The gradient collected for `leaf`, or nullptr.
   xt::xarray<T>* find(const Node<T>& leaf);
   // The collection active on this thread, or nullptr.
