@@ -6,7 +6,11 @@
 
 For each config it runs the two implementations alternately, each in a fresh
 process (headroom, torch, headroom, torch, ... --reps times), takes each run's
-median ms per step, and prints a Markdown table of the medians over runs. The ratio
+median ms per step, and prints a Markdown table of the medians over runs. The
+configs take turns: rep 1 of every config, then rep 2, and so on (--order
+interleaved), so that all of them meet the machine's slow and fast phases alike;
+with a llama config and the config of its size (llama and small, llama-tiny and
+tiny), a line after the table holds the one's ratios against the other's. The ratio
 is torch ms / headroom ms: above 1 headroom is faster. Progress goes to stderr, the
 table to stdout. Exit status 1 when a sanity check failed (different parameter
 counts or model keys, or an initial loss far from ln(vocab)), 2 for a usage error.
@@ -70,6 +74,8 @@ MODEL_FLAGS = {
     "llama-tiny": ["--kv-heads", 2] + LLAMA_FLAGS,
     "llama": ["--kv-heads", 2] + LLAMA_FLAGS,
 }
+# The config of each Llama-style one's size, whose ratio it is held against.
+LLAMA_BASE = {"llama-tiny": "tiny", "llama": "small"}
 # Keys of the JSON lines that say which model was built; both sides must agree.
 MODEL_KEYS = ("d_model", "n_heads", "n_kv_heads", "n_layers", "d_ff", "pos", "norm_type", "ffn", "bias")
 WATCHED_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "BLIS_ARCH_TYPE")
@@ -91,6 +97,9 @@ def parse_args():
     p.add_argument("--build", default="build/bench",
                    help="directory holding train_step_bench (default build/bench)")
     p.add_argument("--python", default="/usr/bin/python3", help="a python3 with torch (default /usr/bin/python3)")
+    p.add_argument("--order", choices=("interleaved", "config"), default="interleaved",
+                   help="interleaved (default): rep 1 of every config, then rep 2, ..., so that the configs' ratios "
+                        "meet the same machine phases; config: all reps of one config, then the next")
     p.add_argument("--json", metavar="PATH", help="also write every run's JSON line to PATH")
     p.add_argument("--scaling", type=int, metavar="N",
                    help="instead of the comparison: headroom alone at 1 and N threads, alternating, and the speedup")
@@ -336,26 +345,33 @@ def main():
     started = time.time()
 
     rows, all_runs, failures = [], [], []
+    commands = {name: {"headroom": [str(a.bench)] + common_args(a, name, a.threads),
+                       "torch": [a.python, str(HERE / "torch_train_step.py")] + common_args(a, name, a.threads)}
+                for name in a.configs}
+    runs_of = {name: {"headroom": [], "torch": []} for name in a.configs}
+    # Reps outer, configs inner (--order interleaved): every config's rep r runs in the
+    # same minutes, so that ratios of different configs meet the same machine phases and
+    # can be compared with each other (the llama target is "at least small's ratio": in
+    # session 13's run B, configs one after the other, torch's small ran in a slow phase
+    # that llama, minutes later, missed). --order config runs each config's reps together.
+    schedule = ([(rep, name) for rep in range(a.reps) for name in a.configs] if a.order == "interleaved"
+                else [(rep, name) for name in a.configs for rep in range(a.reps)])
+    for rep, name in schedule:
+        for impl in ("headroom", "torch"):
+            r = run_once(commands[name][impl], env if impl == "headroom" else torch_env)
+            r["config"] = name
+            r["rep"] = rep + 1
+            runs_of[name][impl].append(r)
+            all_runs.append(r)
+            print(f"[{name}] rep {rep + 1}/{a.reps} {impl:8s} median {r['median_ms']:8.2f} ms/step "
+                  f"(p10 {r['p10_ms']:.2f}, p90 {r['p90_ms']:.2f}; CPU {r['median_cpu_ms']:.2f}), "
+                  f"initial loss {r['initial_loss']:.4f}",
+                  file=sys.stderr, flush=True)
+
+    paired_of, summary = {}, {}
     for name in a.configs:
         d_model, heads, layers, seq_len, batch = CONFIGS[name]
-        common = common_args(a, name, a.threads)
-        commands = {
-            "headroom": [str(a.bench)] + common,
-            "torch": [a.python, str(HERE / "torch_train_step.py")] + common,
-        }
-        runs = {"headroom": [], "torch": []}
-        for rep in range(a.reps):
-            for impl in ("headroom", "torch"):
-                r = run_once(commands[impl], env if impl == "headroom" else torch_env)
-                r["config"] = name
-                r["rep"] = rep + 1
-                runs[impl].append(r)
-                all_runs.append(r)
-                print(f"[{name}] rep {rep + 1}/{a.reps} {impl:8s} median {r['median_ms']:8.2f} ms/step "
-                      f"(p10 {r['p10_ms']:.2f}, p90 {r['p90_ms']:.2f}; CPU {r['median_cpu_ms']:.2f}), "
-                      f"initial loss {r['initial_loss']:.4f}",
-                      file=sys.stderr, flush=True)
-
+        runs = runs_of[name]
         h0, t0 = runs["headroom"][0], runs["torch"][0]
         ln_v = math.log(a.vocab)
         print(f"[{name}] same model? parameters: headroom {h0['parameters']}, torch {t0['parameters']}; "
@@ -380,10 +396,13 @@ def main():
         # Each torch run against the headroom run just before it: the machine's speed
         # drifts between minutes, less between neighbours.
         paired = [t / h for h, t in zip(med["headroom"], med["torch"])]
+        paired_of[name] = paired
         # The VM alternates between a quiet and a busy phase lasting tens of seconds,
         # both sides slowing alike; each run's 10th percentile is its quiet-phase
         # speed, so the ratio of the median p10s compares the two in the same phase.
         p10 = {impl: statistics.median(r["p10_ms"] for r in runs[impl]) for impl in runs}
+        summary[name] = {"median": t_ms / h_ms, "paired": statistics.median(paired),
+                         "p10": p10["torch"] / p10["headroom"]}
         h_cpu = statistics.median(r["median_cpu_ms"] for r in runs["headroom"])
         t_cpu = statistics.median(r["median_cpu_ms"] for r in runs["torch"])
         tokens = batch * seq_len
@@ -406,8 +425,10 @@ def main():
 
     load_after = os.getloadavg()
     env_note = ", ".join(f"{k}={v}" if v is not None else f"{k} unset" for k, v in watched.items())
+    order = ("reps interleaved across configs" if a.order == "interleaved" and len(a.configs) > 1
+             else "each config's reps together")
     print(f"Training step, median ms over {a.steps} timed steps (after {a.warmup_steps} warm-up) per run; "
-          f"median over {a.reps} alternating runs of each, min-max of the run medians in brackets.")
+          f"median over {a.reps} alternating runs of each ({order}), min-max of the run medians in brackets.")
     print(f"{a.threads} thread(s), float32, vocab {a.vocab}, AdamW lr 1e-3 wd 0.01, clip 1.0; "
           f"torch {all_runs[-1].get('torch_version', '?') if all_runs else '?'} via {a.python}; CPU: {cpu_model()}.")
     print(f"GEMMs: headroom through {headroom_blas}; torch through {torch_blas}. GEMM floor = the step's GEMM "
@@ -428,6 +449,24 @@ def main():
               "headroom tok/s", "torch tok/s", "headroom peak RSS MiB",
               "torch peak RSS MiB", "initial loss h / t"]
     print_table(header, rows)
+    against = [(llama, base) for llama, base in LLAMA_BASE.items() if llama in summary and base in summary]
+    if against:
+        print()
+    for llama, base in against:
+        # Issue 19's target for the Llama-style config: at least the ratio of the config of
+        # its size; each of the three ratios compared, and rep by rep, where the two paired
+        # ratios were measured in the same minutes (only with --order interleaved).
+        l, b = summary[llama], summary[base]
+        parts = [f"{kind} {l[kind]:.2f} vs {b[kind]:.2f} ({'>=' if l[kind] >= b[kind] else '<'})"
+                 for kind in ("median", "paired", "p10")]
+        line = f"{llama}'s ratio against {base}'s: " + ", ".join(parts)
+        if a.order == "interleaved":
+            by_rep = [x / y for x, y in zip(paired_of[llama], paired_of[base])]
+            line += (f"; rep by rep, {llama}'s paired ratio over {base}'s: {statistics.median(by_rep):.2f} "
+                     f"({spread(by_rep, 2)})")
+        at_least = all(l[kind] >= b[kind] for kind in ("median", "paired", "p10"))
+        print(line + f". {llama} {'at least' if at_least else 'below'} {base}'s ratio "
+              f"({'all three' if at_least else 'not all three'} at least {base}'s).")
     write_json(a.json, all_runs)
     if failures:
         print(file=sys.stderr)
