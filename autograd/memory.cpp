@@ -13,7 +13,15 @@ bool retain_freed_memory() {
   // mallopt returns 1 on success. 32 MiB is DEFAULT_MMAP_THRESHOLD_MAX on 64-bit.
   const bool mmap_ok = mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024) == 1;
   const bool trim_ok = mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024) == 1;
-  return mmap_ok && trim_ok;
+  // A thread other than the main one allocates from its own arena, a chain of heaps
+  // of at most 64 MiB (glibc's HEAP_MAX_SIZE), and glibc unmaps a heap that its frees
+  // leave empty unless the heap below has less than M_TOP_PAD of room: the trim
+  // threshold above does not cover whole heaps. 128 MiB, twice a heap, keeps them
+  // all. Without it, the second shard of large's step at 2 threads (memory.hpp)
+  // faulted about 18,000 pages (73 MiB) back in every step and some steps took
+  // 1.1-1.8 s instead of 0.78 (bench/README.md, round two, session 14).
+  const bool pad_ok = mallopt(M_TOP_PAD, 128 * 1024 * 1024) == 1;
+  return mmap_ok && trim_ok && pad_ok;
 #else
   return false;
 #endif

@@ -11,8 +11,11 @@
 namespace headroom {
 
 // Serve allocations up to 32 MiB (glibc's maximum) from the heap instead of mmap,
-// and return freed heap memory to the OS only beyond 1 GiB at its top. Safe to call
-// more than once; returns false when the C library refused the settings (not glibc).
+// return freed heap memory to the OS only beyond 1 GiB at its top, and keep the
+// heaps of other threads' arenas (a training step's second shard runs on another
+// thread, train/step.cpp) instead of unmapping them when they empty; the settings
+// hold for every thread, also those started before. Safe to call more than once;
+// returns false when the C library refused the settings (not glibc).
 bool retain_freed_memory();
 
 }  // namespace headroom
