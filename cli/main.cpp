@@ -1,6 +1,7 @@
 // The `headroom` executable: one subcommand per job. User mistakes (bad flags, bad
 // shapes, bad files) arrive as std::invalid_argument or a CLI11 parse error and
 // leave as one line on stderr with exit status 2, never as an abort (docs/design.md #5).
+#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -11,6 +12,7 @@
 #include "autograd/gemm.hpp"
 #include "autograd/memory.hpp"
 #include "cli/commands.hpp"
+#include "cli/suggest.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -18,6 +20,38 @@ namespace {
 constexpr int kUsageError = 2;
 constexpr int kTrainingFailed = 1;  // the run diverged (non-finite steps); see TrainingDiverged
 constexpr int kInternalError = 3;
+
+// The first argument after the command that looks like a flag the command does not
+// have ("--stpes" or "--stpes=10"), with the nearest flag it does have, or an empty
+// name when every flag is known (the extra arguments are then values or stray words).
+struct UnknownFlag {
+  std::string typed;    // as given, without "=value"
+  std::string nearest;  // "--steps", or empty
+};
+// Every flag of `app` and of its option groups (unnamed sub-apps), with its dashes.
+void add_flag_names(const CLI::App& app, std::vector<std::string>& names) {
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& l : opt->get_lnames()) names.push_back("--" + l);
+    for (const std::string& s : opt->get_snames()) names.push_back("-" + s);
+  }
+  for (const CLI::App* group : app.get_subcommands([](const CLI::App* a) { return a->get_name().empty(); })) {
+    add_flag_names(*group, names);
+  }
+}
+
+UnknownFlag find_unknown_flag(const CLI::App& command, int argc, char** argv) {
+  std::vector<std::string> names;
+  add_flag_names(command, names);
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;  // what follows is positional
+    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.') continue;  // -5
+    const std::string typed = arg.substr(0, arg.find('='));
+    if (std::find(names.begin(), names.end(), typed) != names.end()) continue;
+    return {typed, headroom::cli::nearest_name(typed, names)};
+  }
+  return {};
+}
 
 }  // namespace
 
@@ -60,8 +94,12 @@ int main(int argc, char** argv) {
       names += (names.empty() ? "" : ", ") + c.name;
     }
     if (!known) {
-      std::cerr << "headroom: error: unknown command '" << argv[1] << "' (commands: " << names
-                << "; see headroom --help)\n";
+      std::vector<std::string> all;
+      for (const auto& c : commands) all.push_back(c.name);
+      const std::string nearest = headroom::cli::nearest_name(argv[1], all);
+      std::cerr << "headroom: error: unknown command '" << argv[1] << "'"
+                << (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)") << "; commands: " << names
+                << " (see headroom --help)\n";
       return kUsageError;
     }
   }
@@ -76,8 +114,18 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     const std::string where = argc > 1 && argv[1][0] != '-' ? std::string(" ") + argv[1] : "";
-    std::cerr << "headroom" << where << ": error: " << e.what() << " (see headroom" << where
-              << " --help)\n";
+    std::string what = e.what();
+    // CLI11 lists the arguments it could not place, last first ("not expected: 10
+    // --stpes"), or, when a required flag is missing too, says only that; a mistyped
+    // flag is the likely cause of either, so name it and its nearest flag.
+    const bool may_be_typo =
+        dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr || dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
+    if (may_be_typo && !where.empty()) {
+      if (const UnknownFlag u = find_unknown_flag(*app.get_subcommand(argv[1]), argc, argv); !u.typed.empty()) {
+        what = "unknown flag " + u.typed + (u.nearest.empty() ? "" : " (did you mean " + u.nearest + "?)");
+      }
+    }
+    std::cerr << "headroom" << where << ": error: " << what << " (see headroom" << where << " --help)\n";
     return kUsageError;
   }
   try {

@@ -236,7 +236,7 @@ TEST_CASE("headroom claims: bad flags and a directory of another kind get one li
     const char* says;
   };
   const Bad cases[] = {
-      {"claims --bogus" + out, "The following argument was not expected: --bogus"},
+      {"claims --bogus" + out, "unknown flag --bogus (see headroom claims --help)"},
       {"claims --jobs 0" + out, "--jobs: must be a whole number from 1"},
       {"claims --jobs 300" + out, "--jobs 300: must be from 1 to 256"},
       {"claims --seeds 1" + out, "--seeds 1: the verdicts compare seed means, which needs at least 2 seeds"},

@@ -5,6 +5,7 @@
 #include "cli_runner.hpp"
 
 #include "autograd/gemm.hpp"
+#include "cli/suggest.hpp"
 
 TEST_CASE("headroom gradcheck prints a table and passes every op") {
   const CliResult r = run_headroom("gradcheck");
@@ -61,6 +62,23 @@ TEST_CASE("help explains the command and its flags") {
   }
 }
 
+TEST_CASE("did you mean: the nearest name within two edits and under half the typed length") {
+  using headroom::cli::edit_distance;
+  using headroom::cli::nearest_name;
+  CHECK(edit_distance("steps", "steps") == 0);
+  CHECK(edit_distance("stpes", "steps") == 1);  // neighbours swapped: one edit
+  CHECK(edit_distance("", "abc") == 3);
+  CHECK(edit_distance("kitten", "sitting") == 3);
+  CHECK(edit_distance("ca", "abc") == 3);  // no swap shortcut across an insertion
+  const std::vector<std::string> flags{"--seed", "--seeds", "--steps", "--eps"};
+  CHECK(nearest_name("--sed", flags) == "--seed");
+  CHECK(nearest_name("--stpes", flags) == "--steps");
+  CHECK(nearest_name("--zzzz", flags).empty());  // nothing within two edits
+  CHECK(nearest_name("abc", {"xyz", "abcd"}) == "abcd");
+  CHECK(nearest_name("ab", {"abc"}).empty());  // one edit of two characters is half: not a typo
+  CHECK(nearest_name("x", {"y"}).empty());
+}
+
 TEST_CASE("user mistakes get one line naming the problem and exit status 2") {
   struct Bad {
     const char* args;
@@ -68,8 +86,15 @@ TEST_CASE("user mistakes get one line naming the problem and exit status 2") {
   };
   const Bad cases[] = {
       {"", "A subcommand is required"},
-      {"gradchek", "unknown command 'gradchek'"},
-      {"gradcheck --sed 3", "not expected: 3 --sed"},
+      {"gradchek", "unknown command 'gradchek' (did you mean 'gradcheck'?)"},
+      {"xyz", "unknown command 'xyz'; commands: train, gradcheck"},
+      {"gradcheck --sed 3", "unknown flag --sed (did you mean --seed?)"},
+      {"gradcheck --sed=3", "unknown flag --sed (did you mean --seed?)"},
+      {"train --stpes 10", "unknown flag --stpes (did you mean --steps?)"},  // a flag of an option group
+      {"train --zzzz 1", "unknown flag --zzzz (see headroom train --help)"},  // nothing near it
+      {"train --steps 10 stray", "not expected: stray"},
+      {"sample --temprature 1", "unknown flag --temprature (did you mean --temperature?)"},  // before "--model is required"
+      {"sample", "--model is required"},
       {"gradcheck --op matmull", "unknown op or module 'matmull'"},
       {"gradcheck --atol -1", "--atol: must be a positive number, got -1"},
       {"gradcheck --rtol x", "--rtol: must be a number >= 0, got x"},
