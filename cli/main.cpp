@@ -8,6 +8,8 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "autograd/gemm.hpp"
 #include "autograd/memory.hpp"
@@ -21,13 +23,6 @@ constexpr int kUsageError = 2;
 constexpr int kTrainingFailed = 1;  // the run diverged (non-finite steps); see TrainingDiverged
 constexpr int kInternalError = 3;
 
-// The first argument after the command that looks like a flag the command does not
-// have ("--stpes" or "--stpes=10"), with the nearest flag it does have, or an empty
-// name when every flag is known (the extra arguments are then values or stray words).
-struct UnknownFlag {
-  std::string typed;    // as given, without "=value"
-  std::string nearest;  // "--steps", or empty
-};
 // Every flag of `app` and of its option groups (unnamed sub-apps), with its dashes.
 void add_flag_names(const CLI::App& app, std::vector<std::string>& names) {
   for (const CLI::Option* opt : app.get_options()) {
@@ -39,6 +34,13 @@ void add_flag_names(const CLI::App& app, std::vector<std::string>& names) {
   }
 }
 
+struct UnknownFlag {
+  std::string typed;    // as given, without "=value"; empty when every flag is known
+  std::string nearest;  // "--steps", or empty
+};
+
+// The first argument after the command that looks like a flag the command does not
+// have ("--stpes" or "--stpes=10"), with the nearest flag it does have.
 UnknownFlag find_unknown_flag(const CLI::App& command, int argc, char** argv) {
   std::vector<std::string> names;
   add_flag_names(command, names);
@@ -88,17 +90,15 @@ int main(int argc, char** argv) {
   // A mistyped command would otherwise read as "a subcommand is required".
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
-    std::string names;
+    std::vector<std::string> names;
     for (const auto& c : commands) {
       known = known || c.name == argv[1];
-      names += (names.empty() ? "" : ", ") + c.name;
+      names.push_back(c.name);
     }
     if (!known) {
-      std::vector<std::string> all;
-      for (const auto& c : commands) all.push_back(c.name);
-      const std::string nearest = headroom::cli::nearest_name(argv[1], all);
+      const std::string nearest = headroom::cli::nearest_name(argv[1], names);
       std::cerr << "headroom: error: unknown command '" << argv[1] << "'"
-                << (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)") << "; commands: " << names
+                << (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)") << "; commands: " << fmt::format("{}", fmt::join(names, ", "))
                 << " (see headroom --help)\n";
       return kUsageError;
     }
