@@ -9,6 +9,7 @@
 #include "autograd/op_checks.hpp"
 #include "nn/module_checks.hpp"
 #include "cli/commands.hpp"
+#include "cli/suggest.hpp"
 #include "cli/validators.hpp"
 
 namespace headroom::cli {
@@ -36,8 +37,12 @@ int run_gradcheck(const GradcheckFlags& flags) {
   const bool one_op = contains(op_names(), flags.op);
   const bool one_module = contains(module_names(), flags.op);
   if (!flags.op.empty() && !one_op && !one_module) {
-    throw std::invalid_argument(fmt::format("gradcheck: unknown op or module '{}'; ops are: {}; modules are: {}",
-                                            flags.op, fmt::join(op_names(), ", "), fmt::join(module_names(), ", ")));
+    std::vector<std::string> all = op_names();
+    for (const auto& name : module_names()) all.push_back(name);
+    const std::string nearest = nearest_name(flags.op, all);
+    throw std::invalid_argument(fmt::format("gradcheck: unknown op or module '{}'{}; ops are: {}; modules are: {}",
+                                            flags.op, nearest.empty() ? "" : " (did you mean '" + nearest + "'?)",
+                                            fmt::join(op_names(), ", "), fmt::join(module_names(), ", ")));
   }
   OpCheckOptions options;
   options.seed = flags.seed;

@@ -95,7 +95,8 @@ TEST_CASE("user mistakes get one line naming the problem and exit status 2") {
       {"train --steps 10 stray", "not expected: stray"},
       {"sample --temprature 1", "unknown flag --temprature (did you mean --temperature?)"},  // before "--model is required"
       {"sample", "--model is required"},
-      {"gradcheck --op matmull", "unknown op or module 'matmull'"},
+      {"gradcheck --op matmull", "unknown op or module 'matmull' (did you mean 'matmul'?)"},
+      {"gradcheck --op zzzz", "unknown op or module 'zzzz'; ops are: "},
       {"gradcheck --atol -1", "--atol: must be a positive number, got -1"},
       {"gradcheck --rtol x", "--rtol: must be a number >= 0, got x"},
       {"gradcheck --eps 0", "--eps: must be a positive number, got 0"},
