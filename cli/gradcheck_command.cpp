@@ -39,9 +39,8 @@ int run_gradcheck(const GradcheckFlags& flags) {
   if (!flags.op.empty() && !one_op && !one_module) {
     std::vector<std::string> all = op_names();
     for (const auto& name : module_names()) all.push_back(name);
-    const std::string nearest = nearest_name(flags.op, all);
     throw std::invalid_argument(fmt::format("gradcheck: unknown op or module '{}'{}; ops are: {}; modules are: {}",
-                                            flags.op, nearest.empty() ? "" : " (did you mean '" + nearest + "'?)",
+                                            flags.op, did_you_mean(nearest_name(flags.op, all)),
                                             fmt::join(op_names(), ", "), fmt::join(module_names(), ", ")));
   }
   OpCheckOptions options;

@@ -96,10 +96,9 @@ int main(int argc, char** argv) {
       names.push_back(c.name);
     }
     if (!known) {
-      const std::string nearest = headroom::cli::nearest_name(argv[1], names);
-      std::cerr << "headroom: error: unknown command '" << argv[1] << "'"
-                << (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)") << "; commands: " << fmt::format("{}", fmt::join(names, ", "))
-                << " (see headroom --help)\n";
+      std::cerr << fmt::format("headroom: error: unknown command '{}'{}; commands: {} (see headroom --help)\n",
+                               argv[1], headroom::cli::did_you_mean(headroom::cli::nearest_name(argv[1], names)),
+                               fmt::join(names, ", "));
       return kUsageError;
     }
   }
@@ -122,7 +121,7 @@ int main(int argc, char** argv) {
         dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr || dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
     if (may_be_typo && !where.empty()) {
       if (const UnknownFlag u = find_unknown_flag(*app.get_subcommand(argv[1]), argc, argv); !u.typed.empty()) {
-        what = "unknown flag " + u.typed + (u.nearest.empty() ? "" : " (did you mean " + u.nearest + "?)");
+        what = "unknown flag " + u.typed + headroom::cli::did_you_mean(u.nearest, "");
       }
     }
     std::cerr << "headroom" << where << ": error: " << what << " (see headroom" << where << " --help)\n";

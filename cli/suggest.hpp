@@ -45,4 +45,10 @@ inline std::string nearest_name(std::string_view typed, const std::vector<std::s
   return best;
 }
 
+// " (did you mean 'X'?)", X quoted with `quote`, for the end of an error's first
+// clause; empty when nothing is near (nearest_name's empty answer).
+inline std::string did_you_mean(const std::string& nearest, const std::string& quote = "'") {
+  return nearest.empty() ? "" : " (did you mean " + quote + nearest + quote + "?)";
+}
+
 }  // namespace headroom::cli

@@ -93,7 +93,8 @@ TEST_CASE("user mistakes get one line naming the problem and exit status 2") {
       {"train --stpes 10", "unknown flag --stpes (did you mean --steps?)"},  // a flag of an option group
       {"train --zzzz 1", "unknown flag --zzzz (see headroom train --help)"},  // nothing near it
       {"train --steps 10 stray", "not expected: stray"},
-      {"sample --temprature 1", "unknown flag --temprature (did you mean --temperature?)"},  // before "--model is required"
+      // The typo, not "--model is required":
+      {"sample --temprature 1", "unknown flag --temprature (did you mean --temperature?)"},
       {"sample", "--model is required"},
       {"gradcheck --op matmull", "unknown op or module 'matmull' (did you mean 'matmul'?)"},
       {"gradcheck --op zzzz", "unknown op or module 'zzzz'; ops are: "},
