@@ -32,50 +32,44 @@ inline constexpr std::size_t kMinGemmPanelMacs = std::size_t{1} << 19;
 
 // A GEMM with at least this many multiply-adds per thread is split into one panel
 // per thread instead of parallel.hpp's kChunksPerThread: each panel re-packs the
-// operand it shares, and on 2 threads large's (2048, 2048) x (2048, 512) forward
-// product ran in 13.4 ms as two panels of 1024 rows against 15.3 as four of 512, its
-// (2048, 512) x (512, 512) ones in 3.3 against 3.9 (bench/README.md, round two). A
-// thread slowed by another process then cannot hand over part of its panel; the
-// pool's balance (design.md#threads) keeps such loops on one thread instead.
+// operand it shares, and for products this large fewer, larger panels pack it less
+// often and run faster (large's forward products; bench/README.md). A thread slowed
+// by another process then cannot hand over part of its panel; the pool's balance
+// (design.md#threads) keeps such loops on one thread instead.
 inline constexpr std::size_t kWholeShareMacs = std::size_t{1} << 28;
 
 // gemm() hands a product with an untransposed B to small_gemm (small_gemm.hpp)
 // instead of the library when B (k, n) is at most kSmallGemmMaxK x kSmallGemmMaxN
 // and fills at most half of this core's L2 cache (small_gemm_max_b_bytes): there
-// its register-blocked loop, reading B from cache for every block of rows, ran 1.3
-// to 2.4 times as fast as BLIS 0.9 on linear's products of the tiny, small and
-// medium configs, and slower beyond: with 2 MiB of L2 (Intel Xeon) B up to 1 MiB
-// paid, with 1 MiB (AMD EPYC, Zen 5) a 1 MiB B ran at 137-140 GFLOP/s against BLIS's
-// 156-162 (bench/small_gemm_bench.cpp, bench/README.md).
+// its register-blocked loop, reading B from cache for every block of rows, runs
+// linear's products of the tiny, small and medium configs faster than BLIS 0.9.
+// A larger B is evicted between blocks of rows, and the library, which packs B into
+// panels, wins (bench/small_gemm_bench.cpp, bench/README.md).
 // And when B's rows are whole 16-byte vectors: small_gemm copies what is left after
-// them in and out for every step of k. (It runs a row's tail in half and quarter
-// vectors since; before, SwiGLU's d_ff of 344 floats, 21.5 vectors of 64 bytes,
-// ran at 139 GFLOP/s in it against BLIS's 184, and at 199 after.)
+// them in and out for every step of k, and is slower than the library there.
+// (A row's tail runs in half and quarter vectors, so any width of whole 16-byte
+// vectors, such as SwiGLU's d_ff of 344 floats, stays on the fast path.)
 inline constexpr std::size_t kSmallGemmMaxN = 512, kSmallGemmMaxK = 1024, kSmallGemmRowBytes = 16;
 std::size_t small_gemm_max_b_bytes();  // half the L2 cache (sysconf), 512 KiB when unknown
 bool small_gemm_fits(std::size_t n, std::size_t k, std::size_t element_bytes);
 // Deep products, k beyond kSmallGemmMaxK with C at most kDeepGemmMaxM x
 // kSmallGemmMaxN, go to small_gemm in chunks of kDeepGemmChunk of k, each adding
 // into C, when a chunk of B fits (small_gemm_fits). These are linear's weight
-// gradients, summed over all B T rows: on the AMD EPYC VM (rows 2048) the chunks
-// ran 1.06-2.04 times as fast as BLIS 0.9 alone in two runs (llama's 128 -> 32 kv
-// projections 87-103 -> 177-206 GFLOP/s, small's 128 -> 128 127-147 -> 172-179),
-// and medium's 256 x 256 at 0.94-1.40 over three (bench/small_gemm_bench.cpp,
-// "deep products", bench/README.md). In a throwaway sweep wider C ran slower in
-// chunks (m 1024: 119 against BLIS's 132 GFLOP/s), as did chunks of 1024 rows.
+// gradients, summed over all B T rows: each chunk of B stays in cache while every
+// block of C's rows reads it, and the chunks run faster than BLIS alone
+// (bench/small_gemm_bench.cpp, "deep products", bench/README.md). A wider C, and
+// chunks of 1024 rows, ran slower than the library: hence both limits.
 inline constexpr std::size_t kDeepGemmChunk = 512, kDeepGemmMaxM = 512;
 bool deep_gemm_fits(std::size_t m, std::size_t n, std::size_t k, std::size_t element_bytes);
 // Products whose B is beyond half of L2 go to small_gemm too, when its packed path
 // runs them (small_gemm.cpp, pack_panels: B's column panels, two vectors wide,
 // copied once per product, so that a block of rows reads only its panel, k x 32
 // floats, not B): A untransposed with at least kPackedGemmMinM rows, B's rows at
-// least kPackedGemmMinRowBytes and at most kSmallGemmMaxN wide, k at most kPackedGemmMaxK. On
-// the AMD EPYC VM (1 MiB of L2) such products ran 1.02-1.17x BLIS's skx kernels:
-// medium's and large's forward and dx products, B 1 to 4 MiB (small_gemm_bench,
-// linear's tables, two runs; bench/README.md, session 13). Wider B (n 1024 and 2048)
-// also ran 1.00-1.15x there, but 0.90-0.96 on the Intel Xeon VM (n 1024, session 12),
-// and a transposed A, the weight gradients summed over k = B T rows, 0.55-0.97: both
-// stay with BLIS.
+// least kPackedGemmMinRowBytes and at most kSmallGemmMaxN wide, k at most kPackedGemmMaxK.
+// There (medium's and large's forward and dx products, B 1 to 4 MiB) it runs at
+// least as fast as BLIS's skx kernels (small_gemm_bench, linear's tables;
+// bench/README.md). A wider B was not faster on every CPU, and a transposed A (the
+// weight gradients, summed over k = B T rows) was slower: both stay with BLIS.
 inline constexpr std::size_t kPackedGemmMinM = 64, kPackedGemmMinRowBytes = 256, kPackedGemmMaxK = 2048;
 bool packed_gemm_fits(bool trans_a, std::size_t m, std::size_t n, std::size_t k, std::size_t element_bytes);
 
@@ -91,8 +85,8 @@ CpuFacts this_cpu();  // empty facts off x86
 // where BLIS itself would run slower ones, or nullptr where BLIS's own choice
 // stands: an AMD CPU with AVX-512 (BLIS 0.9 runs its generic kernels), and an Intel
 // one with AVX-512 whose brand string names no model number (BLIS counts the FMA
-// units from it, finds none and runs its AVX2 haswell kernels). docs/design.md
-// (The GEMM library's kernels) has the numbers.
+// units from it, finds none and runs its AVX2 haswell kernels). bench/README.md
+// has the numbers.
 const char* skx_kernels_reason(const CpuFacts& cpu);
 
 // The GEMM library and the kernels it runs, for reports and benchmarks: e.g.
