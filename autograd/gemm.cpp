@@ -225,16 +225,14 @@ CpuFacts this_cpu() {
 }
 
 // On AMD: BLIS 0.9 has no sub-configuration for AMD's AVX-512 CPUs and selects its
-// reference 'generic' kernels: a (2048, 256) x (256, 1024) float GEMM ran at 36
-// GFLOP/s on this project's Zen 5 EPYC against 186-219 with skx and 110-113 with
-// its AVX2 zen3 ones (bench/README.md, "BLIS's kernels"). On Intel: BLIS 0.9 takes
-// skx only where it counts two AVX-512 FMA units, and counts them from the brand
+// reference 'generic' kernels, which run a large float GEMM several times slower
+// than skx, and slower than its AVX2 zen3 ones too. On Intel: BLIS 0.9 takes skx
+// only where it counts two AVX-512 FMA units, and counts them from the brand
 // string's tier and model number (Gold 6xxx: two, Silver 4xxx: one); a virtual
 // machine's "Intel(R) Xeon(R) Processor" names neither, and BLIS falls back to
-// haswell: on such a Xeon (family 6, model 207) medium's training step ran its
-// GEMMs at 90.7 GFLOP/s with haswell and 167.4 with skx, 461 against 391 ms a step
-// (bench/README.md, "BLIS's kernels"). A brand string with a digit in it names a model,
-// and BLIS's count stands.
+// haswell, whose AVX2 kernels use half the vector width the CPU has. A brand string
+// with a digit in it names a model, and BLIS's count stands. bench/README.md has
+// the numbers of both.
 const char* skx_kernels_reason(const CpuFacts& cpu) {
   if (!cpu.avx512) return nullptr;
   if (cpu.amd) {
@@ -300,21 +298,18 @@ namespace {
 // src and of dst stay in L1 while it is copied. The plain double loop wrote every
 // element of a src row to another row of dst, `rows` elements apart: for attention's
 // K^T at T = 256 (1 KiB apart) those lines fell into a few L1 sets and were evicted
-// before the next column came back to them; a (256, 64) copy took 40 us against 4.5 us
-// in tiles of 16, and the step of the large config spent 2% of its time there
-// (bench/README.md, round two).
+// before the next column came back to them, and a copy ran several times slower
+// than in tiles of 16.
 constexpr std::size_t kTransposeTile = 16;
 
 // Inside a tile, whole blocks of kBlock x kBlock elements, one 32-byte vector per
 // row (8 floats, 4 doubles), are transposed in registers: log2(kBlock) stages, each
 // swapping one bit of the row index with the same bit of the column index (stage S
 // trades the upper-right S x S sub-blocks of rows r and r + S, in every 2S x 2S
-// block, for the lower-left ones). Element by element the tile loop moved one
-// element per load and store: 9-12 GB/s against 17-72 in blocks on the benchmark
-// configs' copies (bench/small_gemm_bench.cpp's last table, bench/README.md), and
-// linear's W^T and attention's K^T and V^T copies took 2.7% of the small config's
-// step, 1.8% after (perf, 30 steps). Rows and columns the blocks leave over go
-// element by element.
+// block, for the lower-left ones). Element by element the tile loop moves one
+// element per load and store; a block moves a vector per load and store
+// (bench/small_gemm_bench.cpp's last table compares the two). Rows and columns the
+// blocks leave over go element by element.
 template <typename T>
 struct TransposeBlock {
   static constexpr std::size_t kBlock = 32 / sizeof(T);
@@ -350,11 +345,10 @@ struct TransposeBlock {
 // Where dst's rows lie a multiple of this many bytes apart, a block's rows of dst
 // fall into a few of L1's sets (64 sets of 64 bytes) and each whole tile is first
 // transposed into a local buffer and then copied out a row (one 64-byte line) at a
-// time. Writing blocks straight into dst, a (512, 128) src (dst rows 2 KiB apart)
-// took 37-38 us against 19-21 staged, and (1536, 128) 91-93 against 52-57, while
-// (128, 128) (512 bytes apart) took 2.3 us straight against 2.7-3.0 staged
-// (AMD EPYC VM, the two builds alternated in a throwaway program; the benchmark's
-// medium W^T (C -> 4C) row, 4 KiB apart, is the staged case).
+// time. Written straight into dst, rows a multiple of 1 KiB apart share four sets
+// and evict each other, and staging wins; rows 512 bytes apart spread over eight,
+// and there the extra copy makes staging the slower one. (The benchmark's medium
+// W^T (C -> 4C) row, 4 KiB apart, is the staged case.)
 constexpr std::size_t kTransposeStagedStride = 1024;
 
 template <typename T>
