@@ -345,8 +345,8 @@ struct TransposeBlock {
 // Where dst's rows lie a multiple of this many bytes apart, a block's rows of dst
 // fall into a few of L1's sets (64 sets of 64 bytes) and each whole tile is first
 // transposed into a local buffer and then copied out a row (one 64-byte line) at a
-// time. Written straight into dst, rows a multiple of 1 KiB apart share four sets
-// and evict each other, and staging wins; rows 512 bytes apart spread over eight,
+// time. Written straight into dst, rows a multiple of 1 KiB apart share 4 sets or
+// fewer and evict each other, and staging wins; rows 512 bytes apart spread over 8,
 // and there the extra copy makes staging the slower one. (The benchmark's medium
 // W^T (C -> 4C) row, 4 KiB apart, is the staged case.)
 constexpr std::size_t kTransposeStagedStride = 1024;
