@@ -11,8 +11,8 @@ namespace {
 // R values of A. Each instruction set gets the vector width of its registers and as
 // many accumulators as its register file holds beside the B vectors and the
 // broadcast (docs/internals.md, "fast loops"): on AVX-512, 8 rows of two 64-byte
-// vectors (16 of 32 registers; 4 independent multiply-adds per row were too few to
-// hide the FMA latency: 512 x 64 x 64 ran at about 60 GFLOP/s, about 100 now), on
+// vectors (16 of 32 registers; 4 independent multiply-adds per row are too few to
+// hide the FMA latency), on
 // AVX2 with FMA 6 rows of two 32-byte vectors (12 of 16), on the SSE2 baseline 4 rows
 // of two 16-byte ones. (A 64-byte vector on AVX2 is split by GCC through the stack.)
 template <typename T, std::size_t VB>
@@ -73,7 +73,7 @@ template <typename T, std::size_t VB, std::size_t NV, bool TransA, std::size_t R
 // bytes) where they fit, then the partial rest. The narrower whole vectors keep
 // widths that are whole 16-byte vectors, such as SwiGLU's d_ff of 344 floats (21
 // vectors of 16 and one of 8), off the partial block, whose copies in and out
-// for every step of k ran that product at 139 GFLOP/s against BLIS's 184.
+// for every step of k made that product slower than the library.
 // With `packed` (pack_panels), the blocks of NV vectors read their columns of B from
 // it, k rows of NV vectors one after the other, instead of from B itself.
 template <typename T, std::size_t VB, std::size_t NV, bool TransA, std::size_t R>
@@ -127,11 +127,11 @@ template <typename T, std::size_t VB, std::size_t NV, std::size_t R, bool TransA
 // B's columns in panels of W, each panel's k rows one after the other (W values
 // each), for products where B is wide and read by many blocks of rows: every block
 // then streams its panel from consecutive cache lines, where rows of B itself lie
-// n values apart. On the Intel Xeon VM (2 MiB L2) small_gemm ran medium's products
-// (n = 256, B 256 KiB to 1 MiB) at 0.93-0.95 of BLIS's skx kernels reading B in
-// place (bench/README.md, round two, session 12). Returns nullptr where packing
-// does not pay: fewer than two whole panels, or fewer than 8 blocks of rows to read
-// each. The copy holds the same values, so the products are the same to the bit.
+// n values apart. Reading B in place, small_gemm ran medium's products (n = 256,
+// B 256 KiB to 1 MiB) a little slower than BLIS's skx kernels, which pack B
+// (bench/README.md). Returns nullptr where packing does not pay: fewer than two
+// whole panels, or fewer than 8 blocks of rows to read each. The copy holds the
+// same values, so the products are the same to the bit.
 template <typename T, std::size_t W, std::size_t R>
 const T* pack_panels(std::size_t m, std::size_t n, std::size_t k, const T* b, std::size_t ldb) {
   if (n < 2 * W || m < 8 * R) return nullptr;
