@@ -12,9 +12,9 @@ namespace {
 // many accumulators as its register file holds beside the B vectors and the
 // broadcast (docs/internals.md, "fast loops"): on AVX-512, 8 rows of two 64-byte
 // vectors (16 of 32 registers; 4 independent multiply-adds per row are too few to
-// hide the FMA latency), on
-// AVX2 with FMA 6 rows of two 32-byte vectors (12 of 16), on the SSE2 baseline 4 rows
-// of two 16-byte ones. (A 64-byte vector on AVX2 is split by GCC through the stack.)
+// hide the FMA latency), on AVX2 with FMA 6 rows of two 32-byte vectors (12 of 16),
+// on the SSE2 baseline 4 rows of two 16-byte ones. (A 64-byte vector on AVX2 is
+// split by GCC through the stack.)
 template <typename T, std::size_t VB>
 struct Vec {
   typedef T type __attribute__((vector_size(VB)));
