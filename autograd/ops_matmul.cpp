@@ -146,9 +146,8 @@ constexpr std::size_t kBiasRowBlock = 128;
 // in row order, then the blocks' sums in block order, so the same sums on any
 // number of threads. The threads take contiguous blocks of rows, the rows each of
 // them wrote in the op before (parallel.cpp's first_chunk), and linear's backward
-// sums them before its products read all of g: on medium's step at 2 threads
-// (perf, 30 steps) the sums took 338-399 samples split by columns or by rows after
-// the products, 192-201 by rows before them (bench/README.md, round two).
+// sums them before its products read all of g: each thread's rows are then still
+// in its cache, where after the products, or split by columns, they are not.
 template <typename T>
 xt::xarray<T> bias_grad(const T* g, std::size_t rows, std::size_t out) {
   xt::xarray<T> gb = xt::zeros<T>({out});
@@ -183,10 +182,9 @@ constexpr std::size_t kContiguousWeightBelow = 256;
 // instead of dW = g^T x, (out, in), directly: when the layer narrows (in > out)
 // and the library, not small_gemm, would run either product. Both sum over the
 // same rows; BLIS 0.9's skx kernels run the deep product (k = rows) faster with
-// more rows of C than columns: medium's fc2, (256, 2048) x (2048, 1024), took
-// 7.1-8.9 ms as dW and 6.4-7.4 as dW^T with its transpose, while the widening
-// layers ran slower as dW^T (medium's fc1 6.4 -> 7.2 ms) and the rest alike
-// (bench/README.md, round two).
+// more rows of C than columns, enough to pay for the transpose on a narrowing
+// layer such as medium's fc2, while the widening layers run slower as dW^T and
+// the square ones alike (bench/README.md).
 namespace {
 bool dw_as_transpose(std::size_t rows, std::size_t in, std::size_t out, std::size_t element_bytes) {
   return in > out && !small_gemm_fits(in, rows, element_bytes) && !small_gemm_fits(out, rows, element_bytes);
@@ -215,11 +213,11 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
        packed_gemm_fits(false, rows, out, in, sizeof(T))) &&
       rows >= out) {
     // y = x W^T on a contiguous copy of W^T (in, out): BLIS 0.9 runs x W^T with
-    // W as stored at about half the speed of the same product on W^T when `in` is
-    // small (bench/README.md: in = 64, 35 against 66 GFLOP/s; in = 128, 44 against
-    // 63), and equally fast from in = 256; and on W^T, gemm() can hand the product
-    // to small_gemm (gemm.hpp: small_gemm_fits, packed_gemm_fits). The copy is
-    // in * out elements against the GEMM's rows * in * out multiply-adds.
+    // W as stored far slower than the same product on W^T when `in` is below
+    // kContiguousWeightBelow, and equally fast from there (bench/README.md); and
+    // on W^T, gemm() can hand the product to small_gemm (gemm.hpp:
+    // small_gemm_fits, packed_gemm_fits). The copy is in * out elements against
+    // the GEMM's rows * in * out multiply-adds.
     std::vector<T> wt(in * out);  // (in, out)
     transpose_into(wt.data(), weight.value().data(), out, in, in);
     gemm<T>(false, false, rows, out, in, T(1), x.value().data(), in, wt.data(), out, T(0), y.data(), out);
@@ -245,10 +243,8 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
         // same multiply-adds each, so on two threads each takes one (parallel_tasks).
         // dW first: the calling thread runs the first task at once while a worker may
         // still be waking, and dW, deep in rows and run by BLIS, is the slower of the
-        // two on small models (small's 128 x 128 layer: 0.50 against 0.38 ms). With
-        // dX first the caller was done before the worker had claimed dW, ran it too,
-        // and the pair took one thread's time (0.89 ms; 0.55 with dW first; small's
-        // step at 2 threads 54-76 -> 51-63 ms, bench/README.md, round two).
+        // two on small models. With dX first the caller can finish it before the
+        // worker has claimed dW, run dW too, and the pair takes one thread's time.
         // db = the sum over rows of g, first, while each thread's rows of g are in
         // its cache from the op that wrote them.
         if (bn && bn->requires_grad) accumulate_grad(*bn, bias_grad(pg, rows, out), "linear");
