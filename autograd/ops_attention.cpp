@@ -99,11 +99,11 @@ void masked_softmax_row(T* s, std::size_t i, std::size_t t, bool causal, const b
 }
 
 // Attention's per-head products go to small_gemm while B (k, n) stays within
-// 128 x 128 elements, where it runs 1.3 to 3.7 times as fast as BLIS
-// (bench/small_gemm_bench.cpp), and to the BLAS library beyond. Both take B as
-// stored rows, so K_g and V_g enter Q K^T and dO V^T as contiguous copies of their
-// transposes (transpose_into, T d_k elements per kv head): BLIS also runs those
-// products at half speed with a transposed B (128 x 128 x 32: 25 against 54 GFLOP/s).
+// 128 x 128 elements, where it runs faster than BLIS, whose setup dominates such
+// small calls (bench/small_gemm_bench.cpp), and to the BLAS library beyond. Both
+// take B as stored rows, so K_g and V_g enter Q K^T and dO V^T as contiguous copies
+// of their transposes (transpose_into, T d_k elements per kv head): BLIS also runs
+// those products far slower with a transposed B (bench/README.md).
 constexpr std::size_t kSmallGemmMaxPanel = 128 * 128;
 
 template <typename T>

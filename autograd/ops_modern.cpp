@@ -146,12 +146,10 @@ HEADROOM_CLONES void rms_norm_backward_rows_f32(const float* g, const float* x, 
 // forward, sign = -1 the rotation back (the backward of a rotation is its transpose).
 // x and y never overlap (__restrict), and the widths of common heads get the pair
 // loop's length at compile time (rope_rows below). With neither, the compiler
-// checked for overlap before each head's loop of `half` pairs, and at the llama
-// config's head width of 16 (half = 8, half an AVX-512 vector) ran them through its
-// remainder code: a (32, 64, 128) forward took 0.18-0.28 ms at width 16 against
-// 0.06 at width 32; now 0.031-0.033 and 0.037, forward plus backward 0.66 -> 0.11
-// ms at width 16 (bench/modern_ops_bench --op rope --heads 8; bench/README.md,
-// round two).
+// checks for overlap before each head's loop of `half` pairs, and at the llama
+// config's head width of 16 (half = 8, half an AVX-512 vector) runs them through its
+// remainder code, slower than the wider heads' whole vectors
+// (bench/modern_ops_bench --op rope --heads 8; bench/README.md).
 template <typename T, std::size_t kHalf = 0>
 [[gnu::always_inline]] inline void rope_rows_of(const T* __restrict x, const T* __restrict cos_t,
                                                 const T* __restrict sin_t, T sign, std::size_t T_, std::size_t H,
