@@ -130,17 +130,15 @@ class Pool {
   // Two cases make it negative. A worker that claimed a chunk and then lost its core
   // to another process holds the loop up until the OS gives the core back,
   // milliseconds later, while a loop lasts microseconds: that one loop costs more
-  // than hundreds save, and the next tens of milliseconds run on one thread (a 3 ms
-  // loss decays below the tolerance in 7 half-lives). And loops too short to pay for
-  // waking a thread lose a little each, so a model that small runs on one thread
-  // with a shared loop now and then to look again. The credit is capped, so that a
-  // long run of good loops cannot hide a late one; and so is what one loop can
-  // debit, kMaxDebit, so that one long stall of a worker keeps the loops on the
-  // caller for about 45 ms, not for as long as the stall was large (a 10 ms loss:
-  // 9 half-lives). Another process on the worker's core stalls loop after loop, and
-  // each probe debits again; a VM whose host takes a vCPU away now and then (the
-  // 2-core AMD EPYC VM: a worker's 2 ms half of a linear backward took 5-15 ms, a
-  // few times a second) stalls once.
+  // than hundreds save, and the next few half-lives run on one thread. And loops too
+  // short to pay for waking a thread lose a little each, so a model that small runs
+  // on one thread with a shared loop now and then to look again. The credit is
+  // capped, so that a long run of good loops cannot hide a late one; and so is what
+  // one loop can debit, kMaxDebit, so that one long stall of a worker keeps the
+  // loops on the caller for log2(kMaxDebit / kTolerance) half-lives, under five, not
+  // for as long as the stall was large. Another process on the worker's core stalls
+  // loop after loop, and each probe debits again; a VM whose host takes a vCPU away
+  // now and then, a few times a second, stalls once.
   bool sharing_pays(Clock::time_point now) {
     const double dt = std::chrono::duration<double>(now - balance_at_).count();
     balance_at_ = now;

@@ -85,10 +85,9 @@ ParallelStats parallel_stats();
 
 // Each thread beyond the first pays for itself only when a training step has about
 // this many FLOPs of matrix products to share: below it, waking threads and moving
-// each op's data between the cores' caches cost more than the second core saves.
-// Measured on a 2-core AMD EPYC VM (bench/README.md, "Which models a second thread
-// pays for"): 3.4e8 (tiny) ran 4% slower on two threads than on one, 1.0e9 13%
-// faster, 1.5e9 39%.
+// each op's data between the cores' caches cost more than the second core saves:
+// the tiny config's step, below it, runs slower on two threads than on one, and
+// steps of twice it and more run faster (bench/README.md).
 inline constexpr double kFlopsPerExtraThread = 5e8;
 
 // The threads that pay for steps of `step_flops`: `requested`, capped at 1 +
