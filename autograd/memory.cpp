@@ -17,9 +17,9 @@ bool retain_freed_memory() {
   // of at most 64 MiB (glibc's HEAP_MAX_SIZE), and glibc unmaps a heap that its frees
   // leave empty unless the heap below has less than M_TOP_PAD of room: the trim
   // threshold above does not cover whole heaps. 128 MiB, twice a heap, keeps them
-  // all. Without it, the second shard of large's step at 2 threads (train/step.cpp)
-  // faulted about 18,000 pages (73 MiB) back in every step and some steps took
-  // 1.1-1.8 s instead of 0.78 (bench/README.md, round two, session 14).
+  // all. Without it, the second shard of a large step at 2 threads (train/step.cpp)
+  // faults tens of MiB of pages back in every step, and such steps run far slower
+  // (bench/README.md).
   const bool pad_ok = mallopt(M_TOP_PAD, 128 * 1024 * 1024) == 1;
   return mmap_ok && trim_ok && pad_ok;
 #else

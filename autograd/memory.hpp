@@ -3,8 +3,8 @@
 // Every op allocates its output, and the tape holds them until backward, so a
 // training step allocates and frees the same large buffers again and again. glibc
 // serves big requests with mmap and returns freed memory at the top of the heap to
-// the OS, so each step faults the same pages back in (about 15% of a step's time,
-// in the kernel, before this). retain_freed_memory() keeps such buffers in the heap
+// the OS, so each step faults the same pages back in, a time spent in the kernel
+// that grows with the model. retain_freed_memory() keeps such buffers in the heap
 // for the next step instead.
 #pragma once
 

@@ -199,7 +199,7 @@ Tensor<T> gelu(const Tensor<T>& x) {
   // an erf and an exp, and no third activation-sized array per feed-forward held
   // from forward to backward (bench/README.md: peak memory). In float the erf and
   // exp come from autograd/fast_math.hpp, loops the compiler vectorises (libm's erff
-  // and expf were a third of a small step).
+  // and expf, a call per element, were a large part of a small step).
   const xt::xarray<T>& xv = x.value();
   xt::xarray<T> y = xt::empty<T>(xv.shape());
   parallel_for(xv.size(), kMinChunkElements, [&](std::size_t b, std::size_t e) {
