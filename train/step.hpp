@@ -21,10 +21,10 @@
 namespace headroom {
 
 // Each thread beyond the first pays for itself, in a step cut into one shard of the
-// batch per thread, from about this many FLOPs of matrix products a step. Measured
-// on the 2-core AMD EPYC VM (bench/README.md, "Session 13"): 3.4e8 (tiny) ran 1.6x
-// faster on two threads than on one, 1.7e8 1.3x, 8.5e7 and 8.2e7 1.0-1.05x, 1.1e7
-// 1.4x slower. Where the ops share their loops instead (a batch of one row), it is
+// batch per thread, from about this many FLOPs of matrix products a step: below it
+// the step runs no faster on two threads than on one (bench/README.md). The shards
+// meet once a step, to sum their gradients, so they pay from fewer FLOPs than ops
+// that share their loops and meet at every op (a batch of one row):
 // kFlopsPerExtraThread (autograd/parallel.hpp).
 inline constexpr double kFlopsPerExtraShard = 1e8;
 
