@@ -64,8 +64,7 @@ struct Pending {
 // (Graham's longest-processing-time rule). A run's length is estimated as its
 // steps left times its step's matrix-product FLOPs (train/resources.hpp); among equal
 // FLOPs, the run with more heads first: its attention does the same work in more,
-// smaller products, and a tiny model's run with 8 heads of 8 took 1.5 s against
-// 0.8-1.0 s with 1, 2 or 4 (bench/README.md, "Sweeps"). Which runs a shard holds,
+// smaller products, which take longer (bench/README.md). Which runs a shard holds,
 // and where each writes, does not depend on it.
 void start_longest_first(std::vector<Pending>& pending) {
   std::vector<std::pair<double, Pending>> by_cost;
