@@ -261,8 +261,8 @@ def scaling_runs(a, started, load_before, spin_cpu):
         runs = {1: [], a.scaling: []}
         for rep in range(a.reps):
             # 1 thread first in odd reps, N first in even ones: on a VM whose speed drifts
-            # within a rep, a fixed order would favour one column (tiny at 5478523 ran one
-            # thread in both and still read 0.87, the second run always the slower).
+            # within a rep, a fixed order would favour one column (even with one thread
+            # in both, the second run tends to be the slower).
             for threads in (list(runs) if rep % 2 == 0 else list(reversed(list(runs)))):
                 r = run_once([str(a.bench)] + common_args(a, name, threads), thread_env(threads))
                 r["config"] = name
@@ -321,8 +321,8 @@ def main():
     torch_env = dict(env)
     if a.torch_allocator == "retain":
         # headroom::retain_freed_memory()'s two settings (autograd/memory.cpp). Under glibc's
-        # defaults torch's medium step took 339-1095 ms on one AMD EPYC VM, unmapping and
-        # faulting in its activations every step; with them 342-356 ms.
+        # defaults torch's larger steps unmap their activations and fault them back in
+        # every step, and their times scatter widely; with them they hold steady.
         torch_env["MALLOC_MMAP_THRESHOLD_"] = str(32 * 1024 * 1024)
         torch_env["MALLOC_TRIM_THRESHOLD_"] = str(1024 * 1024 * 1024)
     torch_blas = "the system's libblas.so.3 (OpenBLAS on Debian)"
@@ -351,9 +351,9 @@ def main():
     runs_of = {name: {"headroom": [], "torch": []} for name in a.configs}
     # Reps outer, configs inner (--order interleaved): every config's rep r runs in the
     # same minutes, so that ratios of different configs meet the same machine phases and
-    # can be compared with each other (the llama target is "at least small's ratio": in
-    # session 13's run B, configs one after the other, torch's small ran in a slow phase
-    # that llama, minutes later, missed). --order config runs each config's reps together.
+    # can be compared with each other (the llama target is "at least small's ratio": with
+    # configs one after the other, one config's torch runs can meet a slow phase that the
+    # next config's, minutes later, miss). --order config runs each config's reps together.
     schedule = ([(rep, name) for rep in range(a.reps) for name in a.configs] if a.order == "interleaved"
                 else [(rep, name) for name in a.configs for rep in range(a.reps)])
     for rep, name in schedule:

@@ -1,7 +1,7 @@
 // small_gemm_bench: attention's per-head GEMMs in the BLAS library (gemm) and in
 // headroom's small_gemm, side by side, one thread, float. For each benchmark
 // config and each product the fused attention op does per causal block of 32 query
-// rows, it prints GFLOP/s of both and their ratio (bench/README.md).
+// rows, it prints the FLOP rate of both and their ratio (bench/README.md).
 //
 // Legend: T = sequence length, d = d_k = d_v, keys = the block's visible keys.
 //
@@ -45,15 +45,15 @@ double best_seconds(F&& f, int inner) {
 }
 
 // One table row: the product through the GEMM library alone (library_gemm) and
-// through small_gemm, GFLOP/s of each and their ratio.
+// through small_gemm, the FLOP rate of each (billions a second) and their ratio.
 void time_product(const char* config, std::size_t x, std::size_t y, const Product& p, const std::vector<float>& a,
                   const std::vector<float>& b, std::vector<float>& c) {
   const std::size_t lda = p.trans_a ? p.m : p.k;
   const double flops = 2.0 * static_cast<double>(p.m * p.n * p.k);
   const int inner = static_cast<int>(std::max(1.0, 2e7 / flops));
-  // The two alternate three times, the best of each kept: the VM's speed drifts
-  // between phases of a few seconds, and one timing of each read 0.5-1.4 for the
-  // same product on the Intel Xeon VM.
+  // The two alternate three times, the best of each kept: a VM's speed drifts
+  // between phases of a few seconds, and a single timing of each can put one
+  // product's ratio on either side of 1.
   double blas = 1e300, small = 1e300;
   for (int round = 0; round < 3; ++round) {
     blas = std::min(blas, best_seconds(

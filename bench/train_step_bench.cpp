@@ -117,8 +117,9 @@ double step_gemm_flops(const BenchOptions& o, const hr::ModelConfig& c) {
   return hr::training_step_flops(c, o.batch, o.seq_len);
 }
 
-// GFLOP/s of one single-threaded (or --threads) float GEMM of the feed-forward's
-// shape (B T, C) x (C, 4 C), the step's largest, best of 20 after 3 warm-ups.
+// The FLOP rate (billions a second) of one single-threaded (or --threads) float
+// GEMM of the feed-forward's shape (B T, C) x (C, 4 C), the step's largest, best of
+// 20 after 3 warm-ups.
 double gemm_gflops(const BenchOptions& o) {
   const std::size_t m = o.batch * o.seq_len, k = o.d_model, n = 4 * o.d_model;
   hr::Rng rng(o.seed);

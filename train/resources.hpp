@@ -81,8 +81,8 @@ void check_training_memory(const TrainConfig& config, std::size_t text_vocab = 0
 // The FLOPs of one training step's matrix products (2 per multiply-add): the q, k,
 // v and out projections, Q K^T and P V over the whole (B, T, T), the feed-forward's
 // two matrices (SwiGLU's three) and the output head, times 3 for the forward and
-// the backward's two products of each. model.vocab must be set. The same count as
-// bench/train_step_bench's GFLOP/s.
+// the backward's two products of each. model.vocab must be set. The same count
+// bench/train_step_bench divides by a step's time.
 double training_step_flops(const ModelConfig& model, std::size_t batch, std::size_t seq_len);
 // The same for a training config: its model with the data's vocabulary, its batch and seq_len.
 double training_step_flops(const TrainConfig& config, std::size_t text_vocab = 0);
