@@ -197,7 +197,7 @@ Tensor<T> gelu(const Tensor<T>& x) {
   // backward reads Phi(x) back as y / x from the output it is handed (0.5 at x = 0)
   // rather than keep a buffer of it: one division and one exp per element instead of
   // an erf and an exp, and no third activation-sized array per feed-forward held
-  // from forward to backward (bench/README.md: peak memory). In float the erf and
+  // from forward to backward (bench/README.md). In float the erf and
   // exp come from autograd/fast_math.hpp, loops the compiler vectorises (libm's erff
   // and expf, a call per element, were a large part of a small step).
   const xt::xarray<T>& xv = x.value();

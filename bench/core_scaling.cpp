@@ -1,6 +1,6 @@
 // core_scaling: how much faster this machine runs N independent copies of a loop
 // on N threads than one copy on one thread, for three loops that bound what a
-// training step at --threads N can gain (bench/README.md, "What the machine allows").
+// training step at --threads N can gain (bench/README.md).
 // A benchmark, never a test.
 //
 //     cmake --build build -j2 --target core_scaling

@@ -1,6 +1,6 @@
 // decode_bench: tokens/s of incremental decoding with a KV cache against the full
 // re-run of the context, and the cache's bytes, for MHA, GQA (h/4 kv heads) and MQA
-// (1 kv head) at equal d_model and query heads (bench/README.md, "Decoding").
+// (1 kv head) at equal d_model and query heads (bench/README.md).
 // bench/decode_compare.py runs it side by side with bench/torch_decode.py.
 //
 // Legend: L = context length, n = --steps, V = vocab, h = query heads, G = kv heads.
