@@ -178,7 +178,8 @@ if checked < 100:
     print(f"comments: only {checked} sources found; is this the source tree?")
     sys.exit(1)
 if bad:
-    print(f"comments: {bad} comment lines quote a benchmark figure; say why in the comment, "
+    lines_quote = "comment line quotes" if bad == 1 else "comment lines quote"
+    print(f"comments: {bad} {lines_quote} a benchmark figure; say why in the comment, "
           "and put the numbers in bench/README.md")
     sys.exit(1)
 print(f"comments: {checked} sources, no benchmark figures in their comments")
