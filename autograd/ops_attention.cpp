@@ -72,7 +72,7 @@ void masked_softmax_row(T* s, std::size_t i, std::size_t t, bool causal, const b
   if (!padding) {
     // Run the vector loops over whole vectors: the hidden keys up to the next
     // multiple of 16 become -inf, whose exp is exactly 0, so that no row ends in a
-    // scalar tail (a third of the softmax's time at T = 64 when they did).
+    // scalar tail, which at small T is a large part of a row's time.
     const std::size_t n = std::min(t, (end + 15) / 16 * 16);
     std::fill(s + end, s + n, -std::numeric_limits<T>::infinity());
     fast::clone_if_float<T>(softmax_row_f32, [](auto... a) { softmax_row(a...); }, s, n);
