@@ -16,7 +16,7 @@ the most words with it, after the previous match:
     missing   no printed line has its shape: the docs show output that the
               code no longer prints
 
-    scripts/refresh_docs.py                   # README.md and docs/cli/*.md; exit 1 on a missing line
+    scripts/refresh_docs.py                   # README.md and the docs pages with runs; exit 1 on a missing line
     scripts/refresh_docs.py --write           # rewrite the changed lines in place
     scripts/refresh_docs.py docs/cli/train.md # other files
 
@@ -152,8 +152,10 @@ def refresh(path, write):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    default = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "cli").glob("*.md"))
-    parser.add_argument("files", nargs="*", default=default, help="Markdown files (default README.md, docs/cli/*.md)")
+    pages = [p for folder in ("cli", "tutorials") for p in sorted((ROOT / "docs" / folder).glob("*.md"))]
+    default = ["README.md", "docs/decoding.md"] + [str(p.relative_to(ROOT)) for p in pages]
+    parser.add_argument("files", nargs="*", default=default,
+                        help="Markdown files (default README.md, docs/decoding.md, docs/cli/*.md, docs/tutorials/*.md)")
     parser.add_argument("--write", action="store_true", help="rewrite the changed lines in place")
     args = parser.parse_args()
     if not (ROOT / "build" / "headroom").exists():
