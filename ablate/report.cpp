@@ -20,8 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
-
 double number_or_nan(const nlohmann::json& v) { return v.is_number() ? v.get<double>() : NAN; }
 
 // The validation rows of a run's metrics.csv: step, val_loss, val_accuracy.
@@ -483,7 +481,7 @@ std::vector<RunResult> collect_results(const SweepPlan& plan, const fs::path& di
       r.wall_s = number_or_nan(j.at("wall_s"));
       r.tokens_per_s = number_or_nan(j.at("tokens_per_s"));
     } catch (const nlohmann::json::exception& e) {
-      bad(fmt::format("{}: {}", file.string(), e.what()));
+      throw std::invalid_argument(fmt::format("{}: {}", file.string(), e.what()));
     }
     const AttentionOptions a = attention_options(run.config.model);
     r.attention_parameters = attention_parameter_count(a);

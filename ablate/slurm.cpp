@@ -23,8 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
-
 // A word for bash: single-quoted unless it is plain.
 std::string quoted(const std::string& word) {
   const bool plain = !word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -121,11 +119,11 @@ std::string job_id(const std::string& output, const std::string& what) {
 
 void check_slurm_spec(const SlurmSpec& spec) {
   if (spec.tasks == 0 || spec.tasks > spec.runs) {
-    bad(fmt::format("--tasks {}: must be from 1 to the grid's {} runs", spec.tasks, spec.runs));
+    throw std::invalid_argument(fmt::format("--tasks {}: must be from 1 to the grid's {} runs", spec.tasks, spec.runs));
   }
   for (const std::string& o : spec.sbatch) {
     if (o.empty() || o.front() != '-' || o.find_first_of("\n\r") != std::string::npos) {
-      bad(fmt::format("--sbatch '{}': expected one sbatch option, such as --sbatch=--time=1:00:00", o));
+      throw std::invalid_argument(fmt::format("--sbatch '{}': expected one sbatch option, such as --sbatch=--time=1:00:00", o));
     }
   }
 }
@@ -174,7 +172,7 @@ std::vector<fs::path> write_slurm_scripts(const SlurmSpec& spec) {
   const fs::path dir = spec.sweep_dir / "slurm";
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) bad(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  if (ec) throw std::invalid_argument(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
   std::vector<fs::path> files{dir / "array.sbatch", dir / "merge.sbatch"};
   write_file_atomically(files[0], s.array);
   write_file_atomically(files[1], s.merge);

@@ -30,8 +30,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kFormat = "headroom ablate sweep 1";
 
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
-
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -126,10 +124,10 @@ SweepAxis parse_count_axis(const std::string& flag, const std::string& key, cons
     } else if (whole_number(item) && item.find_first_not_of('0') != std::string::npos) {
       axis.values.emplace_back(std::stoull(item));
     } else {
-      bad("expected " + want);
+      throw std::invalid_argument("expected " + want);
     }
     if (std::find(axis.labels.begin(), axis.labels.end(), item) != axis.labels.end()) {
-      bad(fmt::format("{} is listed twice in '{}'", item, text));
+      throw std::invalid_argument(fmt::format("{} is listed twice in '{}'", item, text));
     }
     axis.labels.push_back(item);
   }
@@ -138,7 +136,7 @@ SweepAxis parse_count_axis(const std::string& flag, const std::string& key, cons
 
 SweepAxis parse_sweep_flag(const std::string& text) {
   const std::size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) bad(fmt::format("expected KEY=V1,V2,... (a config.json key), got '{}'", text));
+  if (eq == std::string::npos || eq == 0) throw std::invalid_argument(fmt::format("expected KEY=V1,V2,... (a config.json key), got '{}'", text));
   std::string key = text.substr(0, eq);
   std::string section;
   const nlohmann::json keys = config_keys();
@@ -146,7 +144,7 @@ SweepAxis parse_sweep_flag(const std::string& text) {
     section = key.substr(0, dot);
     key = key.substr(dot + 1);
     if (!keys.contains(section) || !keys[section].contains(key)) {
-      bad(fmt::format("unknown key '{}.{}' ({})", section, key, key_list(keys)));
+      throw std::invalid_argument(fmt::format("unknown key '{}.{}' ({})", section, key, key_list(keys)));
     }
   } else if (key == "vocab") {
     section = "data";  // the model's vocab comes from the data
@@ -157,14 +155,14 @@ SweepAxis parse_sweep_flag(const std::string& text) {
         break;
       }
     }
-    if (section.empty()) bad(fmt::format("unknown key '{}' ({})", key, key_list(keys)));
+    if (section.empty()) throw std::invalid_argument(fmt::format("unknown key '{}' ({})", key, key_list(keys)));
   }
   const std::map<std::string, std::string> own_flag{
       {"n_heads", "--heads"}, {"d_k", "--dk"}, {"n_kv_heads", "--kv-heads"}, {"seed", "--seeds"}};
   if (const auto it = own_flag.find(key); it != own_flag.end()) {
-    bad(fmt::format("sweep {} with {}, not --sweep", key, it->second));
+    throw std::invalid_argument(fmt::format("sweep {} with {}, not --sweep", key, it->second));
   }
-  if (section == "model" && key == "vocab") bad("model.vocab comes from the data; sweep data.vocab (vocab=...)");
+  if (section == "model" && key == "vocab") throw std::invalid_argument("model.vocab comes from the data; sweep data.vocab (vocab=...)");
 
   SweepAxis axis{.flag = "--sweep", .section = section, .key = key, .labels = {}, .values = {}};
   const std::string list = text.substr(eq + 1);
@@ -172,15 +170,15 @@ SweepAxis parse_sweep_flag(const std::string& text) {
   // separates the values: lags=1,1+2 sweeps [1] and [1, 2].
   const bool list_key = keys[section][key].is_array();
   for (const std::string& item : split(list, ',')) {
-    if (item.empty()) bad(fmt::format("'{}' has an empty value", text));
+    if (item.empty()) throw std::invalid_argument(fmt::format("'{}' has an empty value", text));
     if (std::find(axis.labels.begin(), axis.labels.end(), item) != axis.labels.end()) {
-      bad(fmt::format("{} is listed twice in '{}'", item, text));
+      throw std::invalid_argument(fmt::format("{} is listed twice in '{}'", item, text));
     }
     if (list_key) {
       nlohmann::json value = nlohmann::json::array();
       for (const std::string& part : split(item, '+')) {
         if (!whole_number(part)) {
-          bad(fmt::format("'{}': {} is a list: give each value as whole numbers joined by '+' ({}=1,1+2 sweeps [1] "
+          throw std::invalid_argument(fmt::format("'{}': {} is a list: give each value as whole numbers joined by '+' ({}=1,1+2 sweeps [1] "
                           "and [1, 2]), got '{}'",
                           text, key, key, item));
         }
@@ -196,7 +194,7 @@ SweepAxis parse_sweep_flag(const std::string& text) {
       if (parsed.is_number() || parsed.is_boolean() || parsed.is_null()) value = parsed;
     } catch (const nlohmann::json::parse_error&) {
     } catch (const nlohmann::json::out_of_range&) {  // 1e400: a number, but no double holds it
-      bad(fmt::format("'{}': {} is a number out of range", text, item));
+      throw std::invalid_argument(fmt::format("'{}': {} is a number out of range", text, item));
     }
     // The value must be one that config.json accepts for this key.
     TrainConfig probe = TrainConfig{};
@@ -212,32 +210,32 @@ std::vector<std::uint64_t> parse_seeds(const std::string& text) {
       "expected a count N (seeds 0..N-1) or a comma-separated list of seeds (7, for the one seed 7), got '{}'", text);
   std::vector<std::uint64_t> seeds;
   if (text.find(',') == std::string::npos) {
-    if (!whole_number(text) || text.find_first_not_of('0') == std::string::npos) bad(want);
+    if (!whole_number(text) || text.find_first_not_of('0') == std::string::npos) throw std::invalid_argument(want);
     const std::uint64_t n = std::stoull(text);
-    if (n > 10000) bad(fmt::format("{} seeds is more than the 10000 a sweep takes", n));
+    if (n > 10000) throw std::invalid_argument(fmt::format("{} seeds is more than the 10000 a sweep takes", n));
     for (std::uint64_t s = 0; s < n; ++s) seeds.push_back(s);
     return seeds;
   }
   std::vector<std::string> items = split(text, ',');
   if (items.back().empty()) items.pop_back();  // "7,"
   for (const std::string& item : items) {
-    if (!whole_number(item)) bad(want);
+    if (!whole_number(item)) throw std::invalid_argument(want);
     const std::uint64_t s = std::stoull(item);
-    if (std::find(seeds.begin(), seeds.end(), s) != seeds.end()) bad(fmt::format("seed {} is listed twice in '{}'", s, text));
+    if (std::find(seeds.begin(), seeds.end(), s) != seeds.end()) throw std::invalid_argument(fmt::format("seed {} is listed twice in '{}'", s, text));
     seeds.push_back(s);
   }
-  if (seeds.empty()) bad(want);
+  if (seeds.empty()) throw std::invalid_argument(want);
   return seeds;
 }
 
 Shard parse_shard(const std::string& text) {
   const std::vector<std::string> parts = split(text, '/');
   if (parts.size() != 2 || !whole_number(parts[0]) || !whole_number(parts[1])) {
-    bad(fmt::format("expected K/N (the K-th of N slices, 1 <= K <= N), got '{}'", text));
+    throw std::invalid_argument(fmt::format("expected K/N (the K-th of N slices, 1 <= K <= N), got '{}'", text));
   }
   const Shard s{.index = std::stoull(parts[0]), .count = std::stoull(parts[1])};
   if (s.count == 0 || s.index == 0 || s.index > s.count) {
-    bad(fmt::format("K must be from 1 to N in K/N, got '{}'", text));
+    throw std::invalid_argument(fmt::format("K must be from 1 to N in K/N, got '{}'", text));
   }
   return s;
 }
@@ -273,7 +271,7 @@ Shard shard_from_environment(const std::function<std::optional<std::string>(cons
       if (!text && fallback) return *fallback;
       const std::optional<std::uint64_t> n = text ? parse_whole_number(*text) : std::nullopt;
       if (!n) {
-        bad(fmt::format("--shard auto: {} is {} in this {} array task, not a whole number", name,
+        throw std::invalid_argument(fmt::format("--shard auto: {} is {} in this {} array task, not a whole number", name,
                         text ? "'" + *text + "'" : std::string("not set"), v.scheduler));
       }
       return *n;
@@ -283,18 +281,18 @@ Shard shard_from_environment(const std::function<std::optional<std::string>(cons
     const std::uint64_t last = number(v.last, std::nullopt);
     const std::uint64_t step = number(v.step, 1);
     if (step == 0 || last < first || id < first || id > last || (id - first) % step != 0) {
-      bad(fmt::format("--shard auto: the {} array task is not in its range ({}); give --shard K/N", v.scheduler,
+      throw std::invalid_argument(fmt::format("--shard auto: the {} array task is not in its range ({}); give --shard K/N", v.scheduler,
                       shown));
     }
     const std::uint64_t tasks = (last - first) / step + 1;
     if (v.count != nullptr && number(v.count, std::nullopt) != tasks) {
-      bad(fmt::format("--shard auto: the {} array is not an evenly spaced range of indices ({}); submit it as "
+      throw std::invalid_argument(fmt::format("--shard auto: the {} array is not an evenly spaced range of indices ({}); submit it as "
                       "--array=FIRST-LAST[:STEP], or give --shard K/N",
                       v.scheduler, shown));
     }
     return {.index = static_cast<std::size_t>((id - first) / step + 1), .count = static_cast<std::size_t>(tasks)};
   }
-  bad("--shard auto: this process is not a task of a job array (neither SLURM_ARRAY_TASK_ID nor SGE_TASK_ID is "
+  throw std::invalid_argument("--shard auto: this process is not a task of a job array (neither SLURM_ARRAY_TASK_ID nor SGE_TASK_ID is "
       "set); submit it with sbatch --array (the script --slurm writes does), or give --shard K/N");
 }
 
@@ -317,7 +315,7 @@ void check_grid_size(const SweepSpec& spec, std::size_t max_runs) {
                            a.flag == "--sweep" ? a.key : a.flag);
   }
   if (runs <= static_cast<double>(max_runs)) return;
-  bad(fmt::format("the grid is {}{} seed{} = {:.0f} runs, more than --max-runs {}; raise --max-runs to run it all",
+  throw std::invalid_argument(fmt::format("the grid is {}{} seed{} = {:.0f} runs, more than --max-runs {}; raise --max-runs to run it all",
                   factors, spec.seeds.size(), spec.seeds.size() == 1 ? "" : "s", runs, max_runs));
 }
 
@@ -335,7 +333,7 @@ void check_sweep_memory(const SweepPlan& plan, std::size_t jobs) {
   try {
     check_training_memory(largest->config, 0, std::min(jobs, plan.runs.size()));
   } catch (const std::invalid_argument& e) {
-    bad(fmt::format("run {}: {}", largest->id, e.what()));
+    throw std::invalid_argument(fmt::format("run {}: {}", largest->id, e.what()));
   }
 }
 
@@ -345,24 +343,24 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
   plan.seeds = spec.seeds;
   bool kv_axis = false;
   for (const SweepAxis& a : spec.axes) {
-    if (a.values.empty()) bad(fmt::format("{} {} has no values", a.flag, a.key));
+    if (a.values.empty()) throw std::invalid_argument(fmt::format("{} {} has no values", a.flag, a.key));
     if (a.flag == "--sweep") {
       if (std::find(plan.columns.begin(), plan.columns.end(), a.key) != plan.columns.end()) {
-        bad(fmt::format("--sweep {} is given twice", a.key));
+        throw std::invalid_argument(fmt::format("--sweep {} is given twice", a.key));
       }
       plan.columns.push_back(a.key);
     }
     kv_axis = kv_axis || a.key == "n_kv_heads";
     if (a.values.size() >= 2) plan.plot_axes.push_back(a.key);
   }
-  if (spec.seeds.empty()) bad("a sweep needs at least one seed");
+  if (spec.seeds.empty()) throw std::invalid_argument("a sweep needs at least one seed");
   // A text run has no task and takes its vocabulary from the text: sweeping either
   // over a text base would train the same run under several names (docs/design.md #11).
   const bool text_axis = std::any_of(spec.axes.begin(), spec.axes.end(),
                                      [](const SweepAxis& a) { return a.section == "data" && a.key == "text"; });
   for (const SweepAxis& a : spec.axes) {
     if (!spec.base.data.text.empty() && !text_axis && a.section == "data" && (a.key == "task" || a.key == "vocab")) {
-      bad(fmt::format("--sweep {}: the base config trains on the text {}, which has no task and takes its "
+      throw std::invalid_argument(fmt::format("--sweep {}: the base config trains on the text {}, which has no task and takes its "
                       "vocabulary from the text, so every value would train the same run",
                       a.key, spec.base.data.text));
     }
@@ -438,9 +436,9 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
   if (plan.runs.empty()) {
     const SkippedPoint& first = plan.skipped.front();
     if (plan.skipped.size() == 1) {
-      bad(first.point == "the base config" ? first.reason : fmt::format("{}: {}", first.point, first.reason));
+      throw std::invalid_argument(first.point == "the base config" ? first.reason : fmt::format("{}: {}", first.point, first.reason));
     }
-    bad(fmt::format("none of the {} points of the grid is valid; the first, {}: {}", plan.skipped.size(), first.point,
+    throw std::invalid_argument(fmt::format("none of the {} points of the grid is valid; the first, {}: {}", plan.skipped.size(), first.point,
                     first.reason));
   }
   return plan;
@@ -462,7 +460,7 @@ nlohmann::json to_json(const SweepPlan& plan) {
 SweepPlan sweep_plan_from_json(const nlohmann::json& j, const std::string& source) {
   try {
     if (!j.is_object() || j.value("format", "") != kFormat) {
-      bad(fmt::format("{}: not a sweep definition written by headroom ablate (format '{}')", source, kFormat));
+      throw std::invalid_argument(fmt::format("{}: not a sweep definition written by headroom ablate (format '{}')", source, kFormat));
     }
     SweepPlan plan;
     plan.columns = j.at("columns").get<std::vector<std::string>>();
@@ -474,7 +472,7 @@ SweepPlan sweep_plan_from_json(const nlohmann::json& j, const std::string& sourc
                      .seed = r.at("seed").get<std::uint64_t>(),
                      .values = r.at("values").get<std::vector<nlohmann::json>>(),
                      .config = {}};
-      if (run.values.size() != plan.columns.size()) bad(fmt::format("{}: run {} has the wrong number of values", source, run.id));
+      if (run.values.size() != plan.columns.size()) throw std::invalid_argument(fmt::format("{}: run {} has the wrong number of values", source, run.id));
       update_from_json(run.config, r.at("config"), source);
       plan.runs.push_back(std::move(run));
     }
@@ -483,21 +481,21 @@ SweepPlan sweep_plan_from_json(const nlohmann::json& j, const std::string& sourc
     }
     return plan;
   } catch (const nlohmann::json::exception& e) {
-    bad(fmt::format("{}: malformed sweep definition: {}", source, e.what()));
+    throw std::invalid_argument(fmt::format("{}: malformed sweep definition: {}", source, e.what()));
   }
 }
 
 SweepPlan read_sweep_plan(const fs::path& dir) {
   const fs::path file = dir / "sweep.json";
   std::error_code ec;
-  if (!fs::exists(file, ec)) bad(fmt::format("{} is not a headroom ablate directory (it has no sweep.json)", dir.string()));
+  if (!fs::exists(file, ec)) throw std::invalid_argument(fmt::format("{} is not a headroom ablate directory (it has no sweep.json)", dir.string()));
   return sweep_plan_from_json(read_json_file(file), file.string());
 }
 
 void check_sweep_dir(const fs::path& dir, const SweepPlan& plan) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) return;
-  if (!fs::is_directory(dir, ec)) bad(fmt::format("--out {} exists and is not a directory", dir.string()));
+  if (!fs::is_directory(dir, ec)) throw std::invalid_argument(fmt::format("--out {} exists and is not a directory", dir.string()));
   const fs::path file = dir / "sweep.json";
   if (!fs::exists(file, ec)) {
     if (only_kept_entries(dir)) return;  // empty, or a lock left by a process that died before writing sweep.json
@@ -505,13 +503,13 @@ void check_sweep_dir(const fs::path& dir, const SweepPlan& plan) {
     // without it are a foreign directory's, unless another process started the same
     // sweep between the two looks: then sweep.json is there now, and is compared below.
     if (!fs::exists(file, ec)) {
-      bad(fmt::format("--out {} is not empty and holds no sweep.json: give a new or empty directory", dir.string()));
+      throw std::invalid_argument(fmt::format("--out {} is not empty and holds no sweep.json: give a new or empty directory", dir.string()));
     }
   }
   const nlohmann::json stored = definition(read_json_file(file));
   const nlohmann::json wanted = definition(to_json(plan));
   if (stored != wanted) {
-    bad(fmt::format("{} holds a different sweep ({}); give another --out, or the flags that made it",
+    throw std::invalid_argument(fmt::format("{} holds a different sweep ({}); give another --out, or the flags that made it",
                     dir.string(), first_difference(stored, wanted)));
   }
 }
@@ -520,7 +518,7 @@ void check_sweep_dir(const fs::path& dir, const SweepPlan& plan) {
 void write_sweep_json(const fs::path& dir, const SweepPlan& plan) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) bad(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  if (ec) throw std::invalid_argument(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
   // Under the lock, and sweep.json before runs/, so that a process checking DIR at the
   // same moment (check_sweep_dir, unlocked) sees an empty DIR or a whole sweep.json.
   const RunDirLock lock = lock_sweep_dir(dir);
@@ -531,7 +529,7 @@ void write_sweep_json(const fs::path& dir, const SweepPlan& plan) {
     write_file_atomically(dir / "sweep.json", to_json(plan).dump(2) + "\n");
   }
   fs::create_directories(dir / "runs", ec);
-  if (ec) bad(fmt::format("cannot create {}: {}", (dir / "runs").string(), ec.message()));
+  if (ec) throw std::invalid_argument(fmt::format("cannot create {}: {}", (dir / "runs").string(), ec.message()));
 }
 
 RunDirLock lock_sweep_dir(const fs::path& dir) { return RunDirLock::wait(dir); }
@@ -579,13 +577,13 @@ fs::path bring_run(const fs::path& from, const fs::path& to) {
 }  // namespace
 
 MergeOutcome merge_sweeps(const std::vector<fs::path>& from, const fs::path& into) {
-  if (from.empty()) bad("--merge needs at least one directory");
+  if (from.empty()) throw std::invalid_argument("--merge needs at least one directory");
   const SweepPlan plan = read_sweep_plan(from.front());
   const nlohmann::json wanted = definition(to_json(plan));
   for (std::size_t i = 1; i < from.size(); ++i) {
     const nlohmann::json other = definition(to_json(read_sweep_plan(from[i])));
     if (other != wanted) {
-      bad(fmt::format("{} and {} hold different sweeps ({}); only shards of one sweep merge",
+      throw std::invalid_argument(fmt::format("{} and {} hold different sweeps ({}); only shards of one sweep merge",
                       from.front().string(), from[i].string(), first_difference(wanted, other)));
     }
   }
@@ -616,7 +614,7 @@ MergeOutcome merge_sweeps(const std::vector<fs::path>& from, const fs::path& int
         { const RunDirLock released = std::move(run_lock); }  // let go before the old directory goes
         if (!aside.empty()) fs::remove_all(aside);
       } catch (const fs::filesystem_error& e) {
-        bad(fmt::format("cannot copy {} to {}: {}", source.string(), target.string(), e.code().message()));
+        throw std::invalid_argument(fmt::format("cannot copy {} to {}: {}", source.string(), target.string(), e.code().message()));
       }
       ++outcome.copied;
       found = true;

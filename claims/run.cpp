@@ -19,8 +19,6 @@ constexpr double kTargetAccuracy = 0.99;
 // Rows of validation data claim 2 looks at per model at initialisation.
 constexpr std::size_t kInitRows = 64;
 
-[[noreturn]] void bad(const std::string& message) { throw std::invalid_argument(message); }
-
 // The claim-2 measurement of every model of its sweep, before training.
 std::vector<InitPoint> measure_init(const SweepPlan& plan) {
   std::vector<InitPoint> out;
@@ -49,11 +47,11 @@ std::vector<SweepPlan> plan_study(const Study& study) {
 void check_claims_dir(const Study& study, const std::vector<SweepPlan>& plans, const fs::path& dir, std::size_t jobs) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec)) bad(fmt::format("--out {} exists and is not a directory", dir.string()));
+    if (!fs::is_directory(dir, ec)) throw std::invalid_argument(fmt::format("--out {} exists and is not a directory", dir.string()));
     const fs::path file = dir / "claims.json";
     if (!fs::exists(file, ec)) {
       if (fs::directory_iterator(dir, ec) != fs::directory_iterator()) {
-        bad(fmt::format("--out {} is not empty and holds no claims.json (not a headroom claims directory): give a "
+        throw std::invalid_argument(fmt::format("--out {} is not empty and holds no claims.json (not a headroom claims directory): give a "
                         "new or empty directory",
                         dir.string()));
       }
@@ -64,7 +62,7 @@ void check_claims_dir(const Study& study, const std::vector<SweepPlan>& plans, c
         const std::string was = stored.is_object() && stored.contains("budget") && stored.contains("seeds")
                                     ? fmt::format("budget {}, {} seeds", stored["budget"].dump(), stored["seeds"].dump())
                                     : std::string("other settings");
-        bad(fmt::format("--out {} holds a claims study made with {}, not budget \"{}\", {} seeds: give another --out, "
+        throw std::invalid_argument(fmt::format("--out {} holds a claims study made with {}, not budget \"{}\", {} seeds: give another --out, "
                         "or the settings that made it",
                         dir.string(), was, to_string(study.budget), study.seeds));
       }
@@ -137,7 +135,7 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
 
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) bad(fmt::format("cannot create --out {}: {}", dir.string(), ec.message()));
+  if (ec) throw std::invalid_argument(fmt::format("cannot create --out {}: {}", dir.string(), ec.message()));
   if (!fs::exists(dir / "claims.json", ec)) write_file_atomically(dir / "claims.json", study_json(study).dump(2) + "\n");
 
   auto emit = [&](const ClaimsEvent& e) {

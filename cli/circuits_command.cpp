@@ -19,6 +19,7 @@
 
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
+#include "cli/csv.hpp"
 #include "cli/validators.hpp"
 #include "data/task_tokens.hpp"
 #include "interp/attention_maps.hpp"
@@ -48,7 +49,6 @@ struct CircuitsFlags {
 std::string head_name(std::size_t layer, std::size_t head) { return fmt::format("L{}H{}", layer, head); }
 
 // NaN (an undefined score) as an empty field.
-std::string csv_number(double v) { return std::isnan(v) ? std::string("") : fmt::format("{:.6g}", v); }
 
 // Token `id` as the axis labels show it: a task's id (or _ | ?), a text model's
 // character.

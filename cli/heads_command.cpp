@@ -12,6 +12,7 @@
 
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
+#include "cli/csv.hpp"
 #include "interp/head_analysis.hpp"
 #include "train/resources.hpp"
 #include "train/run_dir.hpp"
@@ -35,17 +36,16 @@ struct HeadsFlags {
 
 using HeadOrder = std::vector<std::pair<std::size_t, std::size_t>>;
 
-std::string number(double v) { return std::isnan(v) ? std::string() : fmt::format("{:.6g}", v); }
 
 std::string heads_csv(const HeadReport& r) {
   std::string csv =
       "layer,head,masked_val_loss,masked_val_accuracy,loss_increase,accuracy_drop,importance,importance_in_layer,"
       "confidence,entropy,dominant_offset,offset_share,previous_token,induction\n";
   for (const HeadStats& s : r.heads) {
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.layer, s.head, number(s.masked.loss),
-                       number(s.masked.accuracy), number(s.loss_increase), number(s.accuracy_drop),
-                       number(s.importance), number(s.importance_in_layer), number(s.confidence), number(s.entropy),
-                       s.dominant_offset, number(s.offset_share), number(s.previous_token), number(s.induction));
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.layer, s.head, csv_number(s.masked.loss),
+                       csv_number(s.masked.accuracy), csv_number(s.loss_increase), csv_number(s.accuracy_drop),
+                       csv_number(s.importance), csv_number(s.importance_in_layer), csv_number(s.confidence), csv_number(s.entropy),
+                       s.dominant_offset, csv_number(s.offset_share), csv_number(s.previous_token), csv_number(s.induction));
   }
   return csv;
 }
@@ -69,8 +69,8 @@ std::string prune_csv(const std::vector<NamedCurve>& curves) {
   std::string csv = "order,removed,fraction,val_loss,val_accuracy,removed_head\n";
   for (const NamedCurve& c : curves) {
     for (const PrunePoint& p : c.points) {
-      csv += fmt::format("{},{},{},{},{},{}\n", c.key, p.removed, number(p.fraction), number(p.val.loss),
-                         number(p.val.accuracy), p.head);
+      csv += fmt::format("{},{},{},{},{},{}\n", c.key, p.removed, csv_number(p.fraction), csv_number(p.val.loss),
+                         csv_number(p.val.accuracy), p.head);
     }
   }
   return csv;

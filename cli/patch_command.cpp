@@ -19,6 +19,7 @@
 
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
+#include "cli/csv.hpp"
 #include "cli/validators.hpp"
 #include "data/task_tokens.hpp"
 #include "interp/attention_maps.hpp"
@@ -130,16 +131,15 @@ Pairs task_pairs(const PatchFlags& f, const DataDescription& data) {
 }
 
 // fmt writes NaN as "nan" or "-nan" and a small negative as "-0.000": one spelling each.
-std::string number(double v) {
+std::string fixed3(double v) {
   if (std::isnan(v)) return "nan";
   const std::string s = fmt::format("{:.3f}", v);
   return s == "-0.000" ? "0.000" : s;
 }
-std::string csv_number(double v) { return std::isnan(v) ? std::string() : fmt::format("{:.6g}", v); }
 
 void print_agreement(const PatchGrid& g) {
-  fmt::print("agreement: Pearson r {} over {} sites, max |exact - attribution| {}\n", number(g.pearson),
-             g.exact.size(), number(g.max_abs_diff));
+  fmt::print("agreement: Pearson r {} over {} sites, max |exact - attribution| {}\n", fixed3(g.pearson),
+             g.exact.size(), fixed3(g.max_abs_diff));
 }
 
 // L x H, "exact / attribution" per cell.
@@ -151,7 +151,7 @@ void print_head_grid(const PatchGrid& g, const std::string& what) {
     fmt::print("{:>5}", l);
     for (std::size_t h = 0; h < g.cols; ++h) {
       const std::size_t i = l * g.cols + h;
-      fmt::print("  {:>15}", fmt::format("{} / {}", number(g.exact[i]), number(g.attribution[i])));
+      fmt::print("  {:>15}", fmt::format("{} / {}", fixed3(g.exact[i]), fixed3(g.attribution[i])));
     }
     fmt::print("\n");
   }
@@ -170,7 +170,7 @@ void print_resid_grid(const PatchGrid& g, const std::vector<std::string>& labels
     fmt::print("{:>3}  {:<5}", t, labels[t]);
     for (std::size_t l = 0; l < g.rows; ++l) {
       const std::size_t i = l * g.cols + t;
-      fmt::print("  {:>15}", fmt::format("{} / {}", number(g.exact[i]), number(g.attribution[i])));
+      fmt::print("  {:>15}", fmt::format("{} / {}", fixed3(g.exact[i]), fixed3(g.attribution[i])));
     }
     fmt::print("\n");
   }
@@ -198,7 +198,7 @@ std::string grid_svg(const PatchGrid& g, const std::string& title, const std::st
   fig.legend = "recovered fraction";
   fig.panels.push_back({.title = "exact patching", .row_axis = row_axis, .col_axis = col_axis, .rows = rows,
                         .cols = cols, .values = g.exact});
-  fig.panels.push_back({.title = fmt::format("attribution patching (r = {})", number(g.pearson)),
+  fig.panels.push_back({.title = fmt::format("attribution patching (r = {})", fixed3(g.pearson)),
                         .row_axis = row_axis, .col_axis = col_axis, .rows = rows, .cols = cols,
                         .values = g.attribution});
   return heatmap::render_grid_figure(fig);

@@ -20,7 +20,7 @@ namespace hr = headroom;
 
 namespace {
 
-void scramble(hr::TransformerLM<double>& model, unsigned seed) {
+void scramble_uniform(hr::TransformerLM<double>& model, unsigned seed) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> u(-0.7, 0.7);
   for (auto& [name, p] : model.named_parameters()) {
@@ -48,7 +48,7 @@ TEST_CASE("circuits: qk(i, j) - qk(i, i) is the log weight ratio the model gives
     CAPTURE(kv);
     hr::Rng rng(3);
     hr::TransformerLM<double> model(bare(heads, kv, hr::HeadCombine::concat), rng);
-    scramble(model, 5);
+    scramble_uniform(model, 5);
     const auto circuits = hr::head_circuits(model);
     REQUIRE(circuits.size() == heads);
     for (std::size_t i = 0; i < 7; ++i) {
@@ -81,7 +81,7 @@ TEST_CASE("circuits: the heads' ov(i, j) sum to the logit a one-token input i ga
     CAPTURE(hr::to_string(combine));
     hr::Rng rng(3);
     hr::TransformerLM<double> model(bare(4, 2, combine), rng);
-    scramble(model, 8);
+    scramble_uniform(model, 8);
     const auto circuits = hr::head_circuits(model);
     const auto named = model.named_parameters();
     xt::xarray<double> E, U;
@@ -110,7 +110,7 @@ TEST_CASE("circuits: singular values through the QR factors equal those of the f
                     .norm = hr::NormPlacement::post};
   hr::Rng rng(2);
   hr::TransformerLM<double> model(c, rng);
-  scramble(model, 2);
+  scramble_uniform(model, 2);
   for (const auto& circuit : hr::head_circuits(model)) {
     CAPTURE(circuit.layer);
     CAPTURE(circuit.head);
@@ -212,7 +212,7 @@ TEST_CASE("circuits: the composition scores of a scrambled pre-norm model equal 
   hr::ModelConfig c{.vocab = 6, .d_model = 8, .n_layers = 3, .n_heads = 2, .max_len = 4};
   hr::Rng rng(4);
   hr::TransformerLM<double> model(c, rng);
-  scramble(model, 4);
+  scramble_uniform(model, 4);
   const auto heads = hr::head_matrices(model);
   const auto s = hr::composition_scores(model);
   // ln1's weight of the reader's layer, folded by hand: W_QK = diag(g) Wq^T Wk diag(g).
@@ -264,7 +264,7 @@ TEST_CASE("circuits: rope has no positional circuit, and keep_matrices=false kee
                     .pos = hr::PositionEncoding::rope, .qk_norm = true};
   hr::Rng rng(6);
   hr::TransformerLM<double> model(c, rng);
-  scramble(model, 6);
+  scramble_uniform(model, 6);
   const auto full = hr::head_circuits(model);
   const auto lean = hr::head_circuits(model, false);
   REQUIRE(full.size() == 4);
@@ -292,7 +292,7 @@ TEST_CASE("circuits: qk_pos(t, s) - qk_pos(t, t) is the model's log weight ratio
     c.max_len = 5;
     hr::Rng rng(7);
     hr::TransformerLM<double> model(c, rng);
-    scramble(model, 7);
+    scramble_uniform(model, 7);
     for (auto& [name, p] : model.named_parameters()) {
       if (name == "tok_emb.weight") p.mutable_value().fill(0.0);
     }
@@ -327,7 +327,7 @@ TEST_CASE("circuits: post-norm composition carries the norm weights between the 
                     .norm = hr::NormPlacement::post};
   hr::Rng rng(5);
   hr::TransformerLM<double> model(c, rng);
-  scramble(model, 5);
+  scramble_uniform(model, 5);
   const auto heads = hr::head_matrices(model);
   xt::xarray<double> ln1, ln2;
   for (const auto& [name, p] : model.named_parameters()) {

@@ -15,8 +15,6 @@
 namespace headroom {
 namespace {
 
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
-
 // Reads one field's value, with the section and key in the message.
 template <typename V>
 V read(const nlohmann::json& v, const std::string& section, const std::string& key, const std::string& source,
@@ -27,35 +25,35 @@ V read(const nlohmann::json& v, const std::string& section, const std::string& k
     try {
       return parse(name);
     } catch (const std::invalid_argument& e) {
-      bad(fmt::format("{}: {}", where, e.what()));
+      throw std::invalid_argument(fmt::format("{}: {}", where, e.what()));
     }
   } else if constexpr (std::is_same_v<V, int>) {
     const std::size_t n = read<std::size_t>(v, section, key, source);
     if (n > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
-      bad(fmt::format("{} is too large, got {}", where, v.dump()));
+      throw std::invalid_argument(fmt::format("{} is too large, got {}", where, v.dump()));
     }
     return static_cast<int>(n);
   } else if constexpr (std::is_same_v<V, std::vector<std::size_t>>) {
-    if (!v.is_array()) bad(fmt::format("{} must be an array of whole numbers, got {}", where, v.dump()));
+    if (!v.is_array()) throw std::invalid_argument(fmt::format("{} must be an array of whole numbers, got {}", where, v.dump()));
     V out;
     for (const nlohmann::json& item : v) {
       if (!item.is_number_integer() || item.get<long long>() < 0) {
-        bad(fmt::format("{} must be an array of whole numbers, got {}", where, v.dump()));
+        throw std::invalid_argument(fmt::format("{} must be an array of whole numbers, got {}", where, v.dump()));
       }
       out.push_back(item.get<std::size_t>());
     }
     return out;
   } else {
     if constexpr (std::is_same_v<V, bool>) {
-      if (!v.is_boolean()) bad(fmt::format("{} must be true or false, got {}", where, v.dump()));
+      if (!v.is_boolean()) throw std::invalid_argument(fmt::format("{} must be true or false, got {}", where, v.dump()));
     } else if constexpr (std::is_same_v<V, std::string>) {
-      if (!v.is_string()) bad(fmt::format("{} must be a string, got {}", where, v.dump()));
+      if (!v.is_string()) throw std::invalid_argument(fmt::format("{} must be a string, got {}", where, v.dump()));
     } else if constexpr (std::is_integral_v<V>) {
       if (!v.is_number_integer() || v.get<long long>() < 0) {
-        bad(fmt::format("{} must be a non-negative integer, got {}", where, v.dump()));
+        throw std::invalid_argument(fmt::format("{} must be a non-negative integer, got {}", where, v.dump()));
       }
     } else {
-      if (!v.is_number()) bad(fmt::format("{} must be a number, got {}", where, v.dump()));
+      if (!v.is_number()) throw std::invalid_argument(fmt::format("{} must be a number, got {}", where, v.dump()));
     }
     return v.get<V>();
   }
@@ -82,7 +80,7 @@ nlohmann::json section_json(const Config& c, ForEachField for_each) {
 template <typename Config, typename ForEachField>
 void read_section(Config& c, const nlohmann::json& body, const std::string& section, const std::string& source,
                   ForEachField for_each) {
-  if (!body.is_object()) bad(fmt::format("{}: '{}' must be a JSON object", source, section));
+  if (!body.is_object()) throw std::invalid_argument(fmt::format("{}: '{}' must be a JSON object", source, section));
   for (const auto& item : body.items()) {
     // Named references, not structured bindings: the lambda captures them (clang 14).
     const std::string& key = item.key();
@@ -95,7 +93,7 @@ void read_section(Config& c, const nlohmann::json& body, const std::string& sect
       known = true;
       c.*f.member = read(v, section, key, source, f.parse);
     });
-    if (!known) bad(fmt::format("{}: unknown key '{}.{}' (keys: {})", source, section, key, keys));
+    if (!known) throw std::invalid_argument(fmt::format("{}: unknown key '{}.{}' (keys: {})", source, section, key, keys));
   }
 }
 
@@ -108,7 +106,7 @@ OptimizerKind parse_optimizer(const std::string& name) {
   if (name == "adamw") return OptimizerKind::adamw;
   if (name == "adam") return OptimizerKind::adam;
   if (name == "sgd") return OptimizerKind::sgd;
-  bad(fmt::format("optimizer must be adamw, adam or sgd; got '{}'", name));
+  throw std::invalid_argument(fmt::format("optimizer must be adamw, adam or sgd; got '{}'", name));
 }
 
 std::string to_string(OptimizerKind optimizer) {
@@ -123,29 +121,29 @@ std::string to_string(OptimizerKind optimizer) {
 void TrainConfig::validate() const {
   const auto& d = data;
   const auto& o = optim;
-  if (d.seq_len == 0) bad("seq_len must be positive, got 0");
+  if (d.seq_len == 0) throw std::invalid_argument("seq_len must be positive, got 0");
   if (model.max_len != 0 && d.seq_len > model.max_len) {
-    bad(fmt::format("seq_len {} is longer than the model's max_len {}", d.seq_len, model.max_len));
+    throw std::invalid_argument(fmt::format("seq_len {} is longer than the model's max_len {}", d.seq_len, model.max_len));
   }
-  if (o.steps == 0) bad("steps must be positive, got 0");
-  if (o.batch == 0) bad("batch must be positive, got 0");
-  if (!(o.lr > 0) || !std::isfinite(o.lr)) bad(fmt::format("lr must be a positive number, got {}", o.lr));
-  if (!(o.clip >= 0) || !std::isfinite(o.clip)) bad(fmt::format("clip must be >= 0 (0 is off), got {}", o.clip));
-  if (!(o.weight_decay >= 0)) bad(fmt::format("weight_decay must be >= 0, got {}", o.weight_decay));
+  if (o.steps == 0) throw std::invalid_argument("steps must be positive, got 0");
+  if (o.batch == 0) throw std::invalid_argument("batch must be positive, got 0");
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) throw std::invalid_argument(fmt::format("lr must be a positive number, got {}", o.lr));
+  if (!(o.clip >= 0) || !std::isfinite(o.clip)) throw std::invalid_argument(fmt::format("clip must be >= 0 (0 is off), got {}", o.clip));
+  if (!(o.weight_decay >= 0)) throw std::invalid_argument(fmt::format("weight_decay must be >= 0, got {}", o.weight_decay));
   if (o.threads < 1 || o.threads > kMaxThreads) {
-    bad(fmt::format("threads must be from 1 to {}, got {}", kMaxThreads, o.threads));
+    throw std::invalid_argument(fmt::format("threads must be from 1 to {}, got {}", kMaxThreads, o.threads));
   }
-  if (o.eval_every == 0) bad("eval_every must be positive, got 0");
-  if (o.eval_batches == 0) bad("eval_batches must be positive, got 0");
-  if (o.keep_checkpoints == 0) bad("keep_checkpoints must be positive, got 0");
-  if (o.max_bad_steps == 0) bad("max_bad_steps must be positive, got 0");
+  if (o.eval_every == 0) throw std::invalid_argument("eval_every must be positive, got 0");
+  if (o.eval_batches == 0) throw std::invalid_argument("eval_batches must be positive, got 0");
+  if (o.keep_checkpoints == 0) throw std::invalid_argument("keep_checkpoints must be positive, got 0");
+  if (o.max_bad_steps == 0) throw std::invalid_argument("max_bad_steps must be positive, got 0");
   if (const std::vector<std::string> unread = unread_data_keys(d); !unread.empty()) {
     const nlohmann::json value = section_json(d, kDataFields)[unread.front()];
-    bad(fmt::format("data.{} {}: {} does not read it (only {} do), so it would be ignored", unread.front(),
+    throw std::invalid_argument(fmt::format("data.{} {}: {} does not read it (only {} do), so it would be ignored", unread.front(),
                     value.dump(), d.text.empty() ? "task " + d.task : "a text run", tasks_reading(unread.front())));
   }
   if (o.schedule == LrScheduleKind::warmup_cosine && o.warmup > o.steps) {
-    bad(fmt::format("warmup {} is longer than steps {}", o.warmup, o.steps));
+    throw std::invalid_argument(fmt::format("warmup {} is longer than steps {}", o.warmup, o.steps));
   }
 }
 
@@ -209,7 +207,7 @@ nlohmann::json to_json(const TrainConfig& c) {
 nlohmann::json data_json(const DataConfig& d) { return section_json(d, kDataFields); }
 
 void update_from_json(TrainConfig& c, const nlohmann::json& object, const std::string& source) {
-  if (!object.is_object()) bad(fmt::format("{}: expected a JSON object with model, data and train", source));
+  if (!object.is_object()) throw std::invalid_argument(fmt::format("{}: expected a JSON object with model, data and train", source));
   for (const auto& [section, body] : object.items()) {
     if (section == "model") {
       headroom::update_from_json(c.model, body, source);
@@ -218,7 +216,7 @@ void update_from_json(TrainConfig& c, const nlohmann::json& object, const std::s
     } else if (section == "train") {
       read_section(c.optim, body, section, source, kOptimFields);
     } else {
-      bad(fmt::format("{}: unknown section '{}' (sections: model, data, train)", source, section));
+      throw std::invalid_argument(fmt::format("{}: unknown section '{}' (sections: model, data, train)", source, section));
     }
   }
 }

@@ -17,11 +17,9 @@ namespace fs = std::filesystem;
 
 constexpr const char* kHeader = "step,layer,head,previous_token,induction,entropy,loss_increase";
 
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
-
 HeadLogRow parse_row(const fs::path& file, const std::string& line) {
   const std::vector<std::string> c = csv_cells(line);
-  if (c.size() != 7) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+  if (c.size() != 7) throw std::invalid_argument(fmt::format("{}: malformed row '{}'", file.string(), line));
   try {
     const auto number = [](const std::string& s) {
       return s.empty() ? std::numeric_limits<double>::quiet_NaN() : std::stod(s);
@@ -34,7 +32,7 @@ HeadLogRow parse_row(const fs::path& file, const std::string& line) {
                      .entropy = std::stod(c[5]),
                      .loss_increase = std::stod(c[6])}};
   } catch (const std::logic_error&) {
-    bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+    throw std::invalid_argument(fmt::format("{}: malformed row '{}'", file.string(), line));
   }
 }
 
@@ -46,7 +44,7 @@ HeadLogWriter HeadLogWriter::open(const fs::path& out_dir, bool resume, std::siz
   if (resume && fs::exists(file)) {
     std::ifstream in(file);
     std::string line;
-    if (!std::getline(in, line) || line != kHeader) bad(fmt::format("{}: not a tracked_heads.csv (header '{}')", file.string(), line));
+    if (!std::getline(in, line) || line != kHeader) throw std::invalid_argument(fmt::format("{}: not a tracked_heads.csv (header '{}')", file.string(), line));
     // Rows up to the checkpoint were flushed before it was made, so they are whole; a
     // killed process may have left a torn row after them, so only the step is read
     // to find where they end.
@@ -56,7 +54,7 @@ HeadLogWriter HeadLogWriter::open(const fs::path& out_dir, bool resume, std::siz
       try {
         step = std::stoull(line.substr(0, line.find(',')));
       } catch (const std::logic_error&) {
-        bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+        throw std::invalid_argument(fmt::format("{}: malformed row '{}'", file.string(), line));
       }
       if (step > resume_step) break;
       kept += line + "\n";
@@ -65,7 +63,7 @@ HeadLogWriter HeadLogWriter::open(const fs::path& out_dir, bool resume, std::siz
   write_file_atomically(file, kept);
   HeadLogWriter w;
   w.out_.open(file, std::ios::app);
-  if (!w.out_) bad(fmt::format("cannot write {}", file.string()));
+  if (!w.out_) throw std::invalid_argument(fmt::format("cannot write {}", file.string()));
   return w;
 }
 
@@ -82,10 +80,10 @@ void HeadLogWriter::append(std::size_t step, const std::vector<HeadTrack>& heads
 
 std::vector<HeadLogRow> read_head_log(const fs::path& file) {
   std::ifstream in(file);
-  if (!in) bad(fmt::format("cannot read {}", file.string()));
+  if (!in) throw std::invalid_argument(fmt::format("cannot read {}", file.string()));
   std::string line;
-  if (!std::getline(in, line)) bad(fmt::format("{}: empty", file.string()));
-  if (line != kHeader) bad(fmt::format("{}: not a tracked_heads.csv (header '{}', expected '{}')", file.string(), line, kHeader));
+  if (!std::getline(in, line)) throw std::invalid_argument(fmt::format("{}: empty", file.string()));
+  if (line != kHeader) throw std::invalid_argument(fmt::format("{}: not a tracked_heads.csv (header '{}', expected '{}')", file.string(), line, kHeader));
   std::vector<HeadLogRow> rows;
   while (std::getline(in, line)) {
     if (!line.empty()) rows.push_back(parse_row(file, line));

@@ -14,8 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
-
 std::string header_line() {
   std::string h;
   for (const std::string_view c : kMetricsColumns) {
@@ -29,7 +27,7 @@ std::string header_line() {
 // file lacks (val_excess_loss or icl_score, in a file from before it) is an empty field.
 std::string in_current_order(const fs::path& file, const std::vector<std::string>& header, const std::string& line) {
   const std::vector<std::string> cells = csv_cells(line);
-  if (cells.size() != header.size()) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+  if (cells.size() != header.size()) throw std::invalid_argument(fmt::format("{}: malformed row '{}'", file.string(), line));
   std::string out;
   for (std::size_t c = 0; c < kMetricsColumns.size(); ++c) {
     if (c > 0) out += ',';
@@ -43,9 +41,9 @@ std::string in_current_order(const fs::path& file, const std::vector<std::string
 // this binary writes, so that the rows after them match.
 std::string rows_up_to(const fs::path& file, std::size_t step) {
   std::ifstream in(file);
-  if (!in) bad(fmt::format("cannot read {} to resume", file.string()));
+  if (!in) throw std::invalid_argument(fmt::format("cannot read {} to resume", file.string()));
   std::string line;
-  if (!std::getline(in, line)) bad(fmt::format("{}: empty", file.string()));
+  if (!std::getline(in, line)) throw std::invalid_argument(fmt::format("{}: empty", file.string()));
   const std::vector<std::string> header = csv_cells(line);
   const bool current = line + "\n" == header_line();
   std::string kept = header_line();
@@ -55,7 +53,7 @@ std::string rows_up_to(const fs::path& file, std::size_t step) {
     try {
       row_step = std::stoull(line.substr(0, line.find(',')));
     } catch (const std::logic_error&) {
-      bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+      throw std::invalid_argument(fmt::format("{}: malformed row '{}'", file.string(), line));
     }
     if (row_step > step) break;
     kept += (current ? line : in_current_order(file, header, line)) + "\n";
@@ -81,7 +79,7 @@ MetricsWriter MetricsWriter::open(const fs::path& out_dir, bool resume, std::siz
   write_file_atomically(file, resume ? rows_up_to(file, resume_step) : header_line());
   MetricsWriter w;
   w.out_.open(file, std::ios::app);
-  if (!w.out_) bad(fmt::format("cannot write {}", file.string()));
+  if (!w.out_) throw std::invalid_argument(fmt::format("cannot write {}", file.string()));
   return w;
 }
 
@@ -96,9 +94,9 @@ void MetricsWriter::append(const MetricsRow& r) {
 
 std::vector<MetricsRow> read_metrics(const fs::path& file) {
   std::ifstream in(file);
-  if (!in) bad(fmt::format("cannot read {}", file.string()));
+  if (!in) throw std::invalid_argument(fmt::format("cannot read {}", file.string()));
   std::string line;
-  if (!std::getline(in, line)) bad(fmt::format("{}: empty", file.string()));
+  if (!std::getline(in, line)) throw std::invalid_argument(fmt::format("{}: empty", file.string()));
   const std::vector<std::string> header = csv_cells(line);
   constexpr std::size_t kNone = ~std::size_t{0};
   std::array<std::size_t, kMetricsColumns.size()> at{};
@@ -106,13 +104,13 @@ std::vector<MetricsRow> read_metrics(const fs::path& file) {
     const auto it = std::find(header.begin(), header.end(), kMetricsColumns[c]);
     at[c] = static_cast<std::size_t>(it - header.begin());
     if (it == header.end() && optional_metrics_column(kMetricsColumns[c])) at[c] = kNone;
-    else if (it == header.end()) bad(fmt::format("{}: no column '{}'", file.string(), kMetricsColumns[c]));
+    else if (it == header.end()) throw std::invalid_argument(fmt::format("{}: no column '{}'", file.string(), kMetricsColumns[c]));
   }
   std::vector<MetricsRow> rows;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const std::vector<std::string> cells = csv_cells(line);
-    if (cells.size() != header.size()) bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+    if (cells.size() != header.size()) throw std::invalid_argument(fmt::format("{}: malformed row '{}'", file.string(), line));
     try {
       // The columns in kMetricsColumns' order; an empty or absent val_excess_loss is unknown.
       std::array<std::optional<double>, kMetricsColumns.size()> v{};
@@ -126,7 +124,7 @@ std::vector<MetricsRow> read_metrics(const fs::path& file) {
                       .lr = v[6].value(), .grad_norm = v[7].value(), .tokens_per_s = v[8].value(),
                       .icl_score = v[5]});
     } catch (const std::logic_error&) {  // stod: a field that is not a number (or empty, but for an optional column)
-      bad(fmt::format("{}: malformed row '{}'", file.string(), line));
+      throw std::invalid_argument(fmt::format("{}: malformed row '{}'", file.string(), line));
     }
   }
   return rows;

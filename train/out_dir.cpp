@@ -23,8 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
-
 bool is_run_entry(const std::string& name) {
   return std::find_if(kRunEntries.begin(), kRunEntries.end(), [&](const char* e) { return name == e; }) !=
          kRunEntries.end();
@@ -77,7 +75,7 @@ Contents contents_of(const fs::path& dir) {
     const std::string shown = name + (e.is_directory(ec) ? "/" : "");
     (is_run_entry(name) ? c.run : c.other).push_back(shown);
   }
-  if (ec) bad(fmt::format("cannot read output directory {}: {}", dir.string(), ec.message()));
+  if (ec) throw std::invalid_argument(fmt::format("cannot read output directory {}: {}", dir.string(), ec.message()));
   std::sort(c.run.begin(), c.run.end());
   std::sort(c.other.begin(), c.other.end());
   return c;
@@ -86,14 +84,14 @@ Contents contents_of(const fs::path& dir) {
 }  // namespace
 
 bool check_out_dir(const fs::path& dir, OutDirUse use) {
-  if (dir.empty()) bad("output directory: the path is empty");
+  if (dir.empty()) throw std::invalid_argument("output directory: the path is empty");
   std::error_code ec;
   const fs::file_status status = fs::status(dir, ec);
   if (!fs::exists(status)) {
-    if (use == OutDirUse::resume) bad(fmt::format("{}: no such directory to resume", dir.string()));
+    if (use == OutDirUse::resume) throw std::invalid_argument(fmt::format("{}: no such directory to resume", dir.string()));
     return false;
   }
-  if (!fs::is_directory(status)) bad(fmt::format("output directory {} is not a directory", dir.string()));
+  if (!fs::is_directory(status)) throw std::invalid_argument(fmt::format("output directory {} is not a directory", dir.string()));
   const Contents c = contents_of(dir);
   if (use == OutDirUse::resume) return true;
   // A run is what has a config.json or checkpoints/; other entries beside them are
@@ -104,12 +102,12 @@ bool check_out_dir(const fs::path& dir, OutDirUse use) {
     std::vector<std::string> all = c.run;
     all.insert(all.end(), c.other.begin(), c.other.end());
     std::sort(all.begin(), all.end());
-    bad(fmt::format("output directory {} is not empty and is not a headroom run ({}); choose another --out, or "
+    throw std::invalid_argument(fmt::format("output directory {} is not empty and is not a headroom run ({}); choose another --out, or "
                     "empty it",
                     dir.string(), some_entries(all)));
   }
   if (is_run && use == OutDirUse::fresh) {
-    bad(fmt::format("output directory {} already holds a run ({}); continue it with --resume {}, or replace it "
+    throw std::invalid_argument(fmt::format("output directory {} already holds a run ({}); continue it with --resume {}, or replace it "
                     "with --overwrite",
                     dir.string(), some_entries(c.run), dir.string()));
   }
@@ -160,7 +158,7 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 int lock_fd(const fs::path& dir, LockWait wait, std::string* text) {
   const fs::path file = dir / kLockFile;
   const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (fd < 0) bad(fmt::format("cannot create lock file {}: {}", file.string(), std::strerror(errno)));
+  if (fd < 0) throw std::invalid_argument(fmt::format("cannot create lock file {}: {}", file.string(), std::strerror(errno)));
   int rc;
   do {
     rc = ::flock(fd, LOCK_EX | (wait == LockWait::no ? LOCK_NB : 0));
@@ -170,7 +168,7 @@ int lock_fd(const fs::path& dir, LockWait wait, std::string* text) {
     if (text != nullptr) *text = lock_text(fd);
     ::close(fd);
     if (err == EWOULDBLOCK) return -1;
-    bad(fmt::format("cannot lock {}: {}", file.string(), std::strerror(err)));
+    throw std::invalid_argument(fmt::format("cannot lock {}: {}", file.string(), std::strerror(err)));
   }
   // Read under the lock, so on NFS too it is what the last holder wrote (taking a
   // lock revalidates the client's cache of that file).
@@ -192,7 +190,7 @@ RunDirLock RunDirLock::acquire(const fs::path& dir) {
   lock.fd_ = lock_fd(dir, LockWait::no, &text);
   if (!lock.held()) {
     const std::string holder = first_line(text);
-    bad(fmt::format("output directory {} is in use by another headroom process{}; wait for it, or choose "
+    throw std::invalid_argument(fmt::format("output directory {} is in use by another headroom process{}; wait for it, or choose "
                     "another --out",
                     dir.string(), holder.empty() ? "" : fmt::format(" (pid {})", holder)));
   }
@@ -228,12 +226,12 @@ RunDirLock open_out_dir(const fs::path& dir, OutDirUse use, bool locked) {
   const bool has_run = check_out_dir(dir, use);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) bad(fmt::format("cannot create output directory {}: {}", dir.string(), ec.message()));
+  if (ec) throw std::invalid_argument(fmt::format("cannot create output directory {}: {}", dir.string(), ec.message()));
   RunDirLock lock = locked ? RunDirLock() : RunDirLock::acquire(dir);
   if (has_run && use == OutDirUse::overwrite) {
     for (const char* entry : kRunEntries) {
       fs::remove_all(dir / entry, ec);
-      if (ec) bad(fmt::format("--overwrite: cannot remove {}: {}", (dir / entry).string(), ec.message()));
+      if (ec) throw std::invalid_argument(fmt::format("--overwrite: cannot remove {}: {}", (dir / entry).string(), ec.message()));
     }
   }
   remove_stale_temporaries(dir, true);

@@ -22,8 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
-
 std::string utf8_of(const std::u32string& text) {
   std::string out;
   for (const char32_t cp : text) append_utf8(out, cp);
@@ -33,14 +31,14 @@ std::string utf8_of(const std::u32string& text) {
 std::size_t positive_integer(const nlohmann::json& object, const char* key, const std::string& where) {
   const nlohmann::json& v = object.at(key);
   if (!v.is_number_unsigned() || v.get<std::uint64_t>() == 0) {
-    bad(fmt::format("{}: key '{}' must be a positive integer, got {}", where, key, v.dump()));
+    throw std::invalid_argument(fmt::format("{}: key '{}' must be a positive integer, got {}", where, key, v.dump()));
   }
   return v.get<std::size_t>();
 }
 
 std::string string_value(const nlohmann::json& object, const char* key, const std::string& where) {
   const nlohmann::json& v = object.at(key);
-  if (!v.is_string()) bad(fmt::format("{}: key '{}' must be a string, got {}", where, key, v.dump()));
+  if (!v.is_string()) throw std::invalid_argument(fmt::format("{}: key '{}' must be a string, got {}", where, key, v.dump()));
   return v.get<std::string>();
 }
 
@@ -101,20 +99,20 @@ DataDescription parse_data_metadata(const std::string& json, const std::string& 
   try {
     j = parse_strict_json(json, where);
   } catch (const JsonSyntaxError& e) {
-    bad(fmt::format("{} is not valid JSON: {}", where, e.detail()));
+    throw std::invalid_argument(fmt::format("{} is not valid JSON: {}", where, e.detail()));
   }
-  if (!j.is_object()) bad(fmt::format("{} must be a JSON object, got {}", where, j.dump()));
+  if (!j.is_object()) throw std::invalid_argument(fmt::format("{} must be a JSON object, got {}", where, j.dump()));
   const std::vector<std::string> option_keys{"lags", "context", "lag_beta", "task_seed"};
   for (const auto& [key, value] : j.items()) {
     if (key != "task" && key != "text" && key != "seq_len" && key != "vocab" && key != "alphabet" &&
         std::find(option_keys.begin(), option_keys.end(), key) == option_keys.end()) {
-      bad(fmt::format("{}: unknown key '{}' (keys: task, text, seq_len, vocab, alphabet, lags, context, lag_beta, "
+      throw std::invalid_argument(fmt::format("{}: unknown key '{}' (keys: task, text, seq_len, vocab, alphabet, lags, context, lag_beta, "
                       "task_seed)",
                       where, key));
     }
   }
   for (const char* key : {"task", "text", "seq_len", "vocab"}) {
-    if (!j.contains(key)) bad(fmt::format("{}: key '{}' is missing", where, key));
+    if (!j.contains(key)) throw std::invalid_argument(fmt::format("{}: key '{}' is missing", where, key));
   }
   DataDescription d;
   d.task = string_value(j, "task", where);
@@ -122,42 +120,42 @@ DataDescription parse_data_metadata(const std::string& json, const std::string& 
   d.seq_len = positive_integer(j, "seq_len", where);
   d.vocab = positive_integer(j, "vocab", where);
   if (d.task.empty() == d.text.empty()) {
-    bad(fmt::format("{}: exactly one of keys 'task' and 'text' must be set, got task '{}' and text '{}'", where,
+    throw std::invalid_argument(fmt::format("{}: exactly one of keys 'task' and 'text' must be set, got task '{}' and text '{}'", where,
                     d.task, d.text));
   }
   const std::vector<std::string> reads = d.is_text() ? std::vector<std::string>{} : task_option_keys(d.task);
   for (const std::string& key : option_keys) {
     const bool read = std::find(reads.begin(), reads.end(), key) != reads.end();
     if (j.contains(key) != read) {
-      if (read) bad(fmt::format("{}: key '{}' is missing (task '{}' reads it)", where, key, d.task));
-      bad(fmt::format("{}: key '{}' is for tasks {} only ({})", where, key, tasks_reading(key),
+      if (read) throw std::invalid_argument(fmt::format("{}: key '{}' is missing (task '{}' reads it)", where, key, d.task));
+      throw std::invalid_argument(fmt::format("{}: key '{}' is for tasks {} only ({})", where, key, tasks_reading(key),
                       d.is_text() ? "a text model" : fmt::format("task '{}'", d.task)));
     }
   }
   if (!reads.empty()) {
     const nlohmann::json& lags = j.at("lags");
     if (!lags.is_array() || !std::all_of(lags.begin(), lags.end(), [](const nlohmann::json& v) { return v.is_number_unsigned(); })) {
-      bad(fmt::format("{}: key 'lags' must be an array of whole numbers, got {}", where, lags.dump()));
+      throw std::invalid_argument(fmt::format("{}: key 'lags' must be an array of whole numbers, got {}", where, lags.dump()));
     }
     d.lags = lags.get<std::vector<std::size_t>>();
     d.context = positive_integer(j, "context", where);
-    if (!j.at("lag_beta").is_number()) bad(fmt::format("{}: key 'lag_beta' must be a number, got {}", where, j.at("lag_beta").dump()));
+    if (!j.at("lag_beta").is_number()) throw std::invalid_argument(fmt::format("{}: key 'lag_beta' must be a number, got {}", where, j.at("lag_beta").dump()));
     d.lag_beta = j.at("lag_beta").get<double>();
     if (!j.at("task_seed").is_number_unsigned()) {
-      bad(fmt::format("{}: key 'task_seed' must be a whole number, got {}", where, j.at("task_seed").dump()));
+      throw std::invalid_argument(fmt::format("{}: key 'task_seed' must be a whole number, got {}", where, j.at("task_seed").dump()));
     }
     d.task_seed = j.at("task_seed").get<std::uint64_t>();
   }
   if (!d.is_text()) {
-    if (j.contains("alphabet")) bad(fmt::format("{}: key 'alphabet' is for text models only (task '{}')", where, d.task));
+    if (j.contains("alphabet")) throw std::invalid_argument(fmt::format("{}: key 'alphabet' is for text models only (task '{}')", where, d.task));
     return d;
   }
-  if (!j.contains("alphabet")) bad(fmt::format("{}: key 'alphabet' is missing (a text model needs it)", where));
+  if (!j.contains("alphabet")) throw std::invalid_argument(fmt::format("{}: key 'alphabet' is missing (a text model needs it)", where));
   const std::string alphabet = string_value(j, "alphabet", where);
   d.alphabet = decode_utf8(alphabet, where + ": key 'alphabet'");
   (void)CharVocab(d.alphabet, where);  // checks it is sorted and distinct
   if (d.alphabet.size() != d.vocab) {
-    bad(fmt::format("{}: key 'alphabet' has {} characters but key 'vocab' is {}", where, d.alphabet.size(), d.vocab));
+    throw std::invalid_argument(fmt::format("{}: key 'alphabet' has {} characters but key 'vocab' is {}", where, d.alphabet.size(), d.vocab));
   }
   return d;
 }
@@ -165,7 +163,7 @@ DataDescription parse_data_metadata(const std::string& json, const std::string& 
 DataDescription data_description(const std::map<std::string, std::string>& metadata, const std::string& source) {
   const auto it = metadata.find(kDataMetadataKey);
   if (it == metadata.end()) {
-    bad(fmt::format("{}: no '{}' metadata saying what the model was trained on (not a model written by headroom "
+    throw std::invalid_argument(fmt::format("{}: no '{}' metadata saying what the model was trained on (not a model written by headroom "
                     "train)",
                     source, kDataMetadataKey));
   }
@@ -180,7 +178,7 @@ fs::path resolve_model_file(const fs::path& model) {
   std::error_code ec;
   const fs::file_status status = fs::status(model, ec);
   if (!fs::exists(status)) {
-    bad(fmt::format("model '{}': no such file or directory (expected a run directory written by headroom train "
+    throw std::invalid_argument(fmt::format("model '{}': no such file or directory (expected a run directory written by headroom train "
                     "--out, or a .safetensors file)",
                     model.string()));
   }
@@ -188,11 +186,11 @@ fs::path resolve_model_file(const fs::path& model) {
     const fs::path final_model = model / "model.safetensors";
     if (fs::is_regular_file(final_model, ec)) return final_model;
     if (std::optional<fs::path> newest = newest_checkpoint(model)) return *newest;
-    bad(fmt::format("model directory '{}' has neither model.safetensors nor checkpoints/step-*/model.safetensors",
+    throw std::invalid_argument(fmt::format("model directory '{}' has neither model.safetensors nor checkpoints/step-*/model.safetensors",
                     model.string()));
   }
   if (fs::is_regular_file(status) && model.extension() == ".safetensors") return model;
-  bad(fmt::format("model '{}' is neither a run directory nor a .safetensors file", model.string()));
+  throw std::invalid_argument(fmt::format("model '{}' is neither a run directory nor a .safetensors file", model.string()));
 }
 
 std::optional<TrainConfig> run_config_of(const fs::path& model_file) {
@@ -215,7 +213,7 @@ ValidationSettings validation_settings(const fs::path& model_file, std::optional
   const std::optional<TrainConfig> run = run_config_of(model_file);
   const OptimConfig defaults = run ? run->optim : OptimConfig{};
   if (defaults.threads < 1 || defaults.threads > kMaxThreads) {
-    bad(fmt::format("{}: 'train.threads' must be from 1 to {}, got {}", model_file.string(), kMaxThreads,
+    throw std::invalid_argument(fmt::format("{}: 'train.threads' must be from 1 to {}, got {}", model_file.string(), kMaxThreads,
                     defaults.threads));
   }
   return {.batches = batches.value_or(defaults.eval_batches),
@@ -253,7 +251,7 @@ LoadedRun load_run(const fs::path& model) {
   if (const auto it = run.loaded.metadata.find(kStepMetadataKey); it != run.loaded.metadata.end()) {
     run.step = parse_whole_number(it->second);
     if (!run.step) {
-      bad(fmt::format("{}: metadata '{}' must be a step number, got '{}'", run.source, kStepMetadataKey, it->second));
+      throw std::invalid_argument(fmt::format("{}: metadata '{}' must be a step number, got '{}'", run.source, kStepMetadataKey, it->second));
     }
   }
   if (run.data.vocab != run.loaded.config.vocab) {
