@@ -87,7 +87,7 @@ TEST_CASE("user mistakes get one line naming the problem and exit status 2") {
   const Bad cases[] = {
       {"", "A subcommand is required"},
       {"gradchek", "unknown command 'gradchek' (did you mean 'gradcheck'?)"},
-      {"xyz", "unknown command 'xyz'; commands: train, gradcheck"},
+      {"xyz", "unknown command 'xyz'; commands: train, sample, eval, convert, params, attention"},
       {"gradcheck --sed 3", "unknown flag --sed (did you mean --seed?)"},
       {"gradcheck --sed=3", "unknown flag --sed (did you mean --seed?)"},
       {"train --stpes 10", "unknown flag --stpes (did you mean --steps?)"},  // a flag of an option group

@@ -332,7 +332,7 @@ TEST_CASE("every table field has its flag in train --help, except the keys set o
       return;
     }
     const std::string name = hr::flag_name(f.key, *f.flag);
-    CHECK_MESSAGE(help.find("\n    " + name + " ") != std::string::npos, "train --help lacks " << name);
+    CHECK_MESSAGE(help.find("\n  " + name + " ") != std::string::npos, "train --help lacks " << name);
   };
   hr::for_each_model_field([&](const auto& f) { check("model", f); });
   hr::for_each_data_field([&](const auto& f) { check("data", f); });
