@@ -26,6 +26,16 @@ std::string name_and_help(const std::string& name, const std::string& help, std:
 
 CommandFormatter::CommandFormatter() { column_width(30); }
 
+// CLI11's, with one blank line at most between sections (a hidden flag's empty
+// group would add a second).
+std::string CommandFormatter::make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const {
+  std::string help = CLI::Formatter::make_help(app, std::move(name), mode);
+  for (std::size_t at = help.find("\n\n\n"); at != std::string::npos; at = help.find("\n\n\n", at)) {
+    help.erase(at, 1);
+  }
+  return help;
+}
+
 std::string CommandFormatter::make_description(const CLI::App* app) const {
   const std::string& description = app->get_description();
   return description.empty() ? "" : description + "\n\n";

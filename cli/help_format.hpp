@@ -18,6 +18,7 @@ namespace headroom::cli {
 class CommandFormatter : public CLI::Formatter {
  public:
   CommandFormatter();
+  std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override;
   std::string make_description(const CLI::App* app) const override;
   std::string make_expanded(const CLI::App* sub) const override;
   std::string make_option(const CLI::Option* opt, bool is_positional) const override;

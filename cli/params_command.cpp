@@ -203,7 +203,7 @@ Run add_params_command(CLI::App& app) {
       "forward FLOPs per token, from the config alone: nothing is allocated, so any size answers at once.");
   cmd->footer(
       "The components: tok_emb, pos_emb, attention q/k/v/o, feed-forward, norms, ln_f, head. --seq-len sets max_len "
-      "unless --max-len does; a --config FILE.json may be a run's config.json.");
+      "unless --max-len does.");
   (void)add_train_flags(*cmd, *f, TrainFlagSet::params);
   cmd->add_option("--config", f->config_file,
                   "Read the model from a JSON file like the config.json a run writes (flags override it)");

@@ -163,6 +163,7 @@ TEST_CASE("headroom CMD --help: a short paragraph, then each flag with its help 
     CHECK(r.output.find("Needs:") == std::string::npos);
     // A help text never starts a line of its own: it follows its flag.
     CHECK(r.output.find("\n          ") == std::string::npos);
+    CHECK(r.output.find("\n\n\n") == std::string::npos);
     // It ends with its manual, which is there.
     const std::size_t manual = r.output.find("\nManual: docs/cli/");
     REQUIRE(manual != std::string::npos);
