@@ -279,10 +279,8 @@ Run add_circuits_command(CLI::App& app) {
       "at one position (embeddings, each head, each MLP, the biases), every head's QK and OV circuits, and "
       "composition scores between heads.");
   cmd->footer(
-      "The parts (a head after its slice of W_O) sum to the logit, with the norms' scales frozen; --wrong attributes "
-      "the logit difference to a wrong answer instead. Each circuit shows its top singular values, OV its copying "
-      "score too; Q-, K- and V-composition are scored between heads of different layers. Without --input or "
-      "--example the input is validation example 0 of the model's data.");
+      "The parts sum to the logit, with the norms' scales frozen. Without --input or --example the input is "
+      "validation example 0 of the model's data.");
   cmd->add_option("--model", f->model,
                   "A run directory written by headroom train --out (its model.safetensors, else its newest "
                   "checkpoint), or a .safetensors file")

@@ -181,8 +181,7 @@ Run add_heads_command(CLI::App& app) {
       "and induction scores.");
   cmd->footer(
       "Gating cost: the loss and accuracy with that head alone gated out. Importance: Michel et al.'s mean |d loss / "
-      "d gate| over rows. Confidence: the mean largest weight. An offset of 1 is a previous-token head. Writes "
-      "heads.csv; with --prune also the accuracy as heads are removed greedily (prune.csv, prune.svg).");
+      "d gate| over rows. Confidence: the mean largest weight. An offset of 1 is a previous-token head.");
   cmd->add_option("--model", f->model,
                   "A run directory written by headroom train --out (its model.safetensors, else its newest "
                   "checkpoint), or a .safetensors file")

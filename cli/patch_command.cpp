@@ -329,11 +329,8 @@ Run add_patch_command(CLI::App& app) {
       "stream position and attention pattern.");
   cmd->footer(
       "LD = logit[clean answer] - logit[corrupted answer]; a patch recovers (LD_patched - LD_corrupted) / (LD_clean "
-      "- LD_corrupted). A head is patched as its output before W_O. Beside each exact value: the "
-      "attribution-patching estimate from one backward pass (the gradient of LD times the activation's clean - "
-      "corrupted difference), and how well the two agree. A task model's pairs are those whose corruption changes "
-      "the answer (data/README.md states each task's rule); a text model needs --clean, --corrupted, --answer and "
-      "--wrong.");
+      "- LD_corrupted). Beside each exact value: the attribution-patching estimate from one backward pass, and how "
+      "well the two agree. A text model needs --clean, --corrupted, --answer and --wrong.");
   cmd->add_option("--model", f->model,
                   "A run directory written by headroom train --out (its model.safetensors, else its newest "
                   "checkpoint), or a .safetensors file")
