@@ -245,9 +245,12 @@ Run add_ablate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "ablate",
       "Train a grid of small transformers (--heads x --dk x --kv-heads x each --sweep, times --seeds), several at a "
-      "time, and write DIR/results.csv, DIR/summary.md (mean and sd over seeds, with points that differ from the "
-      "best beyond seed noise marked *), SVG plots and DIR/report.html. Every train flag sets the base config. "
-      "Running the same command again skips finished runs and resumes interrupted ones.");
+      "time, and write a table (results.csv, summary.md), SVG plots and report.html. Running the same command "
+      "again resumes.");
+  cmd->footer(
+      "Every train flag sets the base config of every run. summary.md has the mean and sd over seeds, with * on "
+      "the points that differ from the best beyond seed noise. Running again skips finished runs and resumes "
+      "interrupted ones from their checkpoints.");
   const TrainFlagGroups groups = add_train_flags(*cmd, *f, TrainFlagSet::ablate);
 
   CLI::Option_group* grid = cmd->add_option_group("Sweep");
@@ -293,19 +296,25 @@ Run add_ablate_command(CLI::App& app) {
                   "Report the steps each run took to reach this validation accuracy (default 0.99)")
       ->check(CLI::Range(0.0, 1.0));
   CLI::Option* config =
-      cmd->add_option("--config", f->config_file, "Read the base settings from a JSON file like a run's config.json");
+      cmd->add_option("--config", f->config_file, "Read the base settings from a JSON file like a run's config.json")
+          ->type_name("FILE");
   CLI::Option* out = cmd->add_option(
       "--out", f->out,
       "The sweep's directory (required): sweep.json, runs/<id>/, results.csv, summary.md, *.svg, report.html; "
-      "processes on any machines may share it, each run is trained by one at a time");
+      "processes on any machines may share it, each run is trained by one at a time")
+                          ->type_name("DIR");
   CLI::Option* merge = cmd->add_option(
       "--merge", f->merge,
       "Merge these shard directories of one sweep into --out and rebuild its reports (--merge DIR --out DIR: "
-      "rebuild DIR's); exit status 1 when a run is finished in none of them");
+      "rebuild DIR's); exit status 1 when a run is finished in none of them. Not with --config, --resume, "
+      "--no-report, --slurm or any Sweep, Model, Data or Training flag")
+                            ->type_name("DIR");
   CLI::Option* resume = cmd->add_option(
       "--resume", f->resume,
-      "Train the unfinished runs of the sweep in DIR as DIR/sweep.json defines them (no grid or training flags; "
-      "what each Slurm array task runs)");
+      "Train the unfinished runs of the sweep in DIR as DIR/sweep.json defines them (what each Slurm array task "
+      "runs). Not with --out, --config, --heads, --dk, --kv-heads, --sweep, --seeds, --max-runs or any Model, "
+      "Data or Training flag")
+                             ->type_name("DIR");
   CLI::Option* no_report =
       cmd->add_flag("--no-report", f->no_report, "Do not rebuild the reports at the end (the merge job does)");
   cmd->add_flag("-q,--quiet", f->quiet, "Print only the summary");
@@ -314,19 +323,21 @@ Run add_ablate_command(CLI::App& app) {
   CLI::Option* slurm = cluster->add_flag(
       "--slurm", f->slurm,
       "Write the sweep as a Slurm job array, DIR/slurm/array.sbatch, and a merge job that builds the reports, "
-      "DIR/slurm/merge.sbatch; train nothing here");
+      "DIR/slurm/merge.sbatch; train nothing here (not with --shard or --no-report)");
   CLI::Option* tasks =
-      cluster->add_option("--tasks", f->tasks, "Array tasks, each a shard of the grid (default: one per run)")
+      cluster->add_option("--tasks", f->tasks, "Array tasks, each a shard of the grid (default: one per run; with --slurm)")
           ->check(kCount);
   CLI::Option* sbatch = cluster->add_option(
       "--sbatch", f->sbatch,
-      "One more #SBATCH option for both scripts, written with '=': --sbatch=--time=1:00:00 (repeatable)");
+      "One more #SBATCH option for both scripts, written with '=': --sbatch=--time=1:00:00 (repeatable; with "
+      "--slurm)");
   CLI::Option* submit = cluster->add_flag(
-      "--submit", f->submit, "Submit both with sbatch, the merge with --dependency=afterany on the array");
+      "--submit", f->submit, "Submit both with sbatch, the merge with --dependency=afterany on the array (with --slurm)");
   for (CLI::Option* o : {tasks, sbatch, submit}) o->needs(slurm);
   slurm->excludes(shard)->excludes(no_report);
 
-  // A merge, and a resumed sweep, take the sweep from sweep.json.
+  // A merge, and a resumed sweep, take the sweep from sweep.json. --merge's and
+  // --resume's help say which flags these are.
   for (CLI::Option* from_file : {merge, resume}) {
     from_file->excludes(config)->excludes(heads)->excludes(dk)->excludes(kv)->excludes(sweep)->excludes(seeds);
     from_file->excludes(max_runs);

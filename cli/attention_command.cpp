@@ -128,10 +128,11 @@ Run add_attention_command(CLI::App& app) {
   auto f = std::make_shared<AttentionFlags>();
   CLI::App* cmd = app.add_subcommand(
       "attention",
-      "Draw a trained model's attention: run it on one input and write one SVG with a heatmap per layer and head "
-      "(queries down, keys across, one colour scale from 0 to 1), and the weights themselves as a safetensors file "
-      "(layer.N: (heads, T, T) float32, tokens: (T) int64). Without --input or --example it shows validation example "
-      "0 of the model's data.");
+      "Draw a trained model's attention on one input: an SVG with a heatmap per layer and head (queries down, keys "
+      "across, one colour scale from 0 to 1), and the weights as a safetensors file.");
+  cmd->footer(
+      "The weights file holds layer.N: (heads, T, T) float32 and tokens: (T) int64. Without --input or --example it "
+      "shows validation example 0 of the model's data.");
   cmd->add_option("--model", f->model,
                   "A run directory written by headroom train --out (its model.safetensors, else its newest "
                   "checkpoint), or a .safetensors file")
@@ -139,7 +140,7 @@ Run add_attention_command(CLI::App& app) {
   CLI::Option* input = cmd->add_option(
       "--input", f->input,
       "The input to draw: text for a text model; space-separated token ids for a toy-task model (_ | ? for pad, "
-      "separator and query). At most the model's max_len and 128 tokens");
+      "separator and query). At most the model's max_len and 128 tokens; not with --example");
   CLI::Option* example =
       cmd->add_option("--example", f->example,
                       "Draw validation example N of the model's own data instead (default 0): all seq_len inputs "

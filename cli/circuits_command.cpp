@@ -275,12 +275,12 @@ Run add_circuits_command(CLI::App& app) {
   auto f = std::make_shared<CircuitsFlags>();
   CLI::App* cmd = app.add_subcommand(
       "circuits",
-      "Look inside a trained model's heads exactly: split the residual stream at one position into its parts "
-      "(embeddings, each head after its slice of W_O, each MLP, the biases) and show each part's direct logit "
-      "attribution for an answer (or for the logit difference to a wrong answer), with the norms' scales frozen so "
-      "that the parts sum to the logit; then every head's QK and OV circuits (their top singular values and the "
-      "copying score of OV) and the Q-, K- and V-composition scores between heads of different layers "
-      "(docs/cli/circuits.md). Without --input or --example the input is validation example 0 of the model's data.");
+      "Look inside a trained model's heads exactly: the direct logit attribution of each part of the residual stream "
+      "at one position (embeddings, each head, each MLP, the biases), every head's QK and OV circuits, and "
+      "composition scores between heads.");
+  cmd->footer(
+      "The parts sum to the logit, with the norms' scales frozen. Without --input or --example the input is "
+      "validation example 0 of the model's data.");
   cmd->add_option("--model", f->model,
                   "A run directory written by headroom train --out (its model.safetensors, else its newest "
                   "checkpoint), or a .safetensors file")
@@ -288,7 +288,7 @@ Run add_circuits_command(CLI::App& app) {
   CLI::Option* input = cmd->add_option(
       "--input", f->input,
       "The input: text for a text model; space-separated token ids for a toy-task model (_ | ? for pad, separator "
-      "and query). At most the model's max_len tokens");
+      "and query). At most the model's max_len tokens; not with --example");
   CLI::Option* example = cmd->add_option("--example", f->example,
                                          "Use validation example N of the model's own data instead (default 0), as "
                                          "headroom attention does")

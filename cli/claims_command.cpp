@@ -121,10 +121,12 @@ Run add_claims_command(CLI::App& app) {
   auto f = std::make_shared<ClaimsFlags>();
   CLI::App* cmd = app.add_subcommand(
       "claims",
-      "Check the common claims about attention heads (parameter counts, the 1/sqrt(d_k) scale, concatenating heads, "
-      "several heads vs one, too many heads, MQA/GQA, the time cost of heads): run a fixed set of ablate sweeps into "
-      "DIR/<sweep>/ and write DIR/claims.md and DIR/claims.html, a verdict per claim computed from the numbers. "
-      "Running the same command again resumes.");
+      "Check the common claims about attention heads: run a fixed set of ablate sweeps into DIR/<sweep>/ and write "
+      "DIR/claims.md and DIR/claims.html, a verdict per claim computed from the numbers. Running the same command "
+      "again resumes.");
+  cmd->footer(
+      "The claims: parameter counts, the 1/sqrt(d_k) scale, concatenating heads, several heads vs one, too many "
+      "heads, MQA/GQA, the time cost of heads.");
   cmd->add_flag("--quick", f->quick, "The small study: at most 15 minutes on 2 cores (default: the full study)");
   cmd->add_option("--out", f->out,
                   "The study's directory: claims.json, one ablate directory per sweep, claims.md, claims.html, "

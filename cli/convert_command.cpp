@@ -101,10 +101,11 @@ Run add_convert_command(CLI::App& app) {
   auto f = std::make_shared<ConvertFlags>();
   CLI::App* cmd = app.add_subcommand(
       "convert",
-      "Mean-pool a trained model's key/value heads into fewer (MHA -> GQA or MQA, as the GQA paper does it): new kv "
-      "head g is the mean of old kv heads [g r, (g+1) r), r = old / new, in k_proj and v_proj (weights and biases) "
-      "and key_smear; everything else is copied. Writes a model directory that sample, eval, heads and train "
-      "--init-from read.");
+      "Mean-pool a trained model's key/value heads into fewer (MHA -> GQA or MQA, as the GQA paper does it) and "
+      "write a model directory that sample, eval, heads and train --init-from read.");
+  cmd->footer(
+      "New kv head g is the mean of old kv heads [g r, (g+1) r), r = old / new, in k_proj and v_proj (weights and "
+      "biases) and key_smear; everything else is copied.");
   cmd->add_option("--model", f->model,
                   "A run directory written by headroom train --out (its model.safetensors, else its newest "
                   "checkpoint), or a .safetensors file")

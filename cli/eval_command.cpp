@@ -223,9 +223,9 @@ Run add_eval_command(CLI::App& app) {
   auto f = std::make_shared<EvalFlags>();
   CLI::App* cmd = app.add_subcommand(
       "eval",
-      "Loss and accuracy of a trained model on the counted targets. By default on its own validation data, drawn "
-      "exactly as the trainer drew it (so a finished run's final val numbers come back); --text FILE instead reads "
-      "every character of FILE with the model's vocabulary (text models: perplexity and bits per character too).");
+      "Loss and accuracy of a trained model on the counted targets: on its own validation data, drawn as the trainer "
+      "drew it (a finished run's final val numbers come back), or on every character of a text file (--text).");
+  cmd->footer("With --text a text model also gets perplexity and bits per character.");
   cmd->add_option("--model", f->model,
                   "A run directory written by headroom train --out (its model.safetensors, else its newest "
                   "checkpoint), or a .safetensors file")

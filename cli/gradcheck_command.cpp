@@ -84,10 +84,11 @@ Run add_gradcheck_command(CLI::App& app) {
   auto flags = std::make_shared<GradcheckFlags>();
   CLI::App* cmd = app.add_subcommand(
       "gradcheck",
-      "Check every op's and every module's backward against central finite differences in double "
-      "precision: ops on random shapes (broadcasting, transposed inputs, size-1 axes), modules over head "
-      "configurations (1 head, d_k = 1, free d_k and d_v, GQA, MQA, masks, pre/post norm) and the whole "
-      "language model's loss. Prints a table; exits 1 if any case fails.");
+      "Check every op's and every module's backward against central finite differences in double precision, and the "
+      "whole language model's loss. Prints a table; exits 1 if any case fails.");
+  cmd->footer(
+      "Ops run on random shapes (broadcasting, transposed inputs, size-1 axes); modules over head configurations (1 "
+      "head, d_k = 1, free d_k and d_v, GQA, MQA, masks, pre/post norm).");
   cmd->add_option("--seed", flags->seed, "Seed for shapes, values and output weights")
       ->capture_default_str()
       ->check(kWholeNumber);

@@ -176,11 +176,12 @@ Run add_heads_command(CLI::App& app) {
   auto f = std::make_shared<HeadsFlags>();
   CLI::App* cmd = app.add_subcommand(
       "heads",
-      "What each attention head of a trained model does, on its validation batches: the loss and accuracy cost of "
-      "gating that head out alone, Michel et al.'s gradient importance (mean |d loss / d gate| over rows), "
-      "confidence (mean largest weight) and entropy of its attention, its dominant relative offset (1 is a "
-      "previous-token head), and its previous-token and induction scores. Writes heads.csv; with --prune also the "
-      "accuracy as heads are removed greedily (prune.csv, prune.svg).");
+      "What each attention head of a trained model does, on its validation batches: the cost of gating it out, its "
+      "gradient importance, the confidence and entropy of its attention, its dominant offset, and its previous-token "
+      "and induction scores.");
+  cmd->footer(
+      "Gating cost: the loss and accuracy with that head alone gated out. Importance: Michel et al.'s mean |d loss / "
+      "d gate| over rows. Confidence: the mean largest weight. An offset of 1 is a previous-token head.");
   cmd->add_option("--model", f->model,
                   "A run directory written by headroom train --out (its model.safetensors, else its newest "
                   "checkpoint), or a .safetensors file")

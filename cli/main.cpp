@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "autograd/gemm.hpp"
 #include "autograd/memory.hpp"
 #include "cli/commands.hpp"
+#include "cli/help_format.hpp"
 #include "cli/suggest.hpp"
 #include "train/trainer.hpp"
 
@@ -60,32 +62,65 @@ UnknownFlag find_unknown_flag(const CLI::App& command, int argc, char** argv) {
 int main(int argc, char** argv) {
   // Training allocates and frees the same large buffers every step: keep them.
   headroom::retain_freed_memory();
-  CLI::App app{
-      "headroom: train, gradient-check, sample, evaluate, convert, ablate and look inside small transformers to see what "
-      "attention heads buy you, and check the common claims about heads (claims).",
-      "headroom"};
+  CLI::App app{"headroom: train small transformers, look inside them, and test what attention heads buy you.",
+               "headroom"};
   app.require_subcommand(1);
+  app.set_help_flag("-h,--help", "Print this help");
   // The GEMM library and its kernels: what decides most of a step's speed (bench/README.md).
-  app.set_version_flag("--version", [] { return "headroom 0.1.0\nGEMMs: " + headroom::gemm_library().describe(); });
+  app.set_version_flag(
+      "--version", [] { return "headroom 0.1.0\nGEMMs: " + headroom::gemm_library().describe(); },
+      "Print the version and the GEMM library in use");
+  // The commands inherit the formatter set before they are added.
+  app.formatter(std::make_shared<headroom::cli::CommandFormatter>());
 
   struct Command {
+    headroom::cli::CommandLine line;  // its line in `headroom --help`
+    std::string manual;               // docs/cli/<manual>.md
+    headroom::cli::Run (*add)(CLI::App&);
+  };
+  // In `headroom --help`'s order, grouped by job as git's and cargo's commands are.
+  const char* const use = "Train and use a model";
+  const char* const inside = "Look inside a model";
+  const char* const sweeps = "Sweeps and claims";
+  const Command table[] = {
+      {{use, "train", "Train a small transformer on a toy task or a text file"}, "train",
+       headroom::cli::add_train_command},
+      {{use, "sample", "Generate from a trained model"}, "sample-eval", headroom::cli::add_sample_command},
+      {{use, "eval", "Loss and accuracy of a trained model on its data or a text"}, "sample-eval",
+       headroom::cli::add_eval_command},
+      {{use, "convert", "Mean-pool a model's key/value heads into fewer (GQA, MQA)"}, "convert",
+       headroom::cli::add_convert_command},
+      {{use, "params", "Count a model's parameters, KV cache and FLOPs"}, "params", headroom::cli::add_params_command},
+      {{inside, "attention", "Draw every head's attention on one input"}, "attention",
+       headroom::cli::add_attention_command},
+      {{inside, "heads", "What each head does: gating cost, importance, induction"}, "heads",
+       headroom::cli::add_heads_command},
+      {{inside, "circuits", "Direct logit attribution, QK and OV circuits, composition"}, "circuits",
+       headroom::cli::add_circuits_command},
+      {{inside, "patch", "Activation and attribution patching"}, "patch", headroom::cli::add_patch_command},
+      {{sweeps, "ablate", "Train a grid of models over heads, widths and any setting"}, "ablate",
+       headroom::cli::add_ablate_command},
+      {{sweeps, "claims", "Check the common claims about attention heads"}, "claims",
+       headroom::cli::add_claims_command},
+      {{"Tools", "gradcheck", "Check every op's backward against finite differences"}, "gradcheck",
+       headroom::cli::add_gradcheck_command},
+  };
+  struct Registered {
     std::string name;
     headroom::cli::Run run;
   };
-  const std::vector<Command> commands{
-      {"train", headroom::cli::add_train_command(app)},
-      {"gradcheck", headroom::cli::add_gradcheck_command(app)},
-      {"sample", headroom::cli::add_sample_command(app)},
-      {"eval", headroom::cli::add_eval_command(app)},
-      {"ablate", headroom::cli::add_ablate_command(app)},
-      {"attention", headroom::cli::add_attention_command(app)},
-      {"heads", headroom::cli::add_heads_command(app)},
-      {"params", headroom::cli::add_params_command(app)},
-      {"claims", headroom::cli::add_claims_command(app)},
-      {"convert", headroom::cli::add_convert_command(app)},
-      {"circuits", headroom::cli::add_circuits_command(app)},
-      {"patch", headroom::cli::add_patch_command(app)},
-  };
+  std::vector<Registered> commands;
+  std::vector<headroom::cli::CommandLine> index;
+  for (const Command& c : table) {
+    commands.push_back({c.line.name, c.add(app)});
+    index.push_back(c.line);
+    // A command's own footer (notes on its flags) first, then where its manual is.
+    CLI::App* sub = app.get_subcommand(c.line.name);
+    const std::string notes = sub->get_footer();
+    sub->footer((notes.empty() ? "" : notes + "\n\n") + "Manual: docs/cli/" + c.manual + ".md");
+  }
+  app.formatter(std::make_shared<headroom::cli::IndexFormatter>(std::move(index)));
+  app.footer("See 'headroom COMMAND --help' for a command's flags, and docs/cli/ for its manual.");
 
   // A mistyped command would otherwise read as "a subcommand is required".
   if (argc > 1 && argv[1][0] != '-') {

@@ -199,11 +199,11 @@ Run add_params_command(CLI::App& app) {
   auto f = std::make_shared<ParamsFlags>();
   CLI::App* cmd = app.add_subcommand(
       "params",
-      "Count a model's parameters by component (tok_emb, pos_emb, attention q/k/v/o, feed-forward, norms, ln_f, "
-      "head), per layer and in total, with its KV cache in bytes per token and its forward FLOPs per token, from the "
-      "config alone: nothing is allocated, so any size answers at once. Takes train's model flags, --task, --vocab "
-      "and --seq-len (which sets max_len unless --max-len does), --preset NAME, or a --config FILE.json such as a "
-      "run's config.json.");
+      "Count a model's parameters by component, per layer and in total, with its KV cache in bytes per token and its "
+      "forward FLOPs per token, from the config alone: nothing is allocated, so any size answers at once.");
+  cmd->footer(
+      "The components: tok_emb, pos_emb, attention q/k/v/o, feed-forward, norms, ln_f, head. --seq-len sets max_len "
+      "unless --max-len does.");
   (void)add_train_flags(*cmd, *f, TrainFlagSet::params);
   cmd->add_option("--config", f->config_file,
                   "Read the model from a JSON file like the config.json a run writes (flags override it)");

@@ -324,14 +324,13 @@ Run add_patch_command(CLI::App& app) {
   auto f = std::make_shared<PatchFlags>();
   CLI::App* cmd = app.add_subcommand(
       "patch",
-      "Activation patching and attribution patching: run matched clean and corrupted inputs (pairs of the model's "
-      "task whose corruption changes the answer, data/README.md states each task's rule), patch one activation from "
-      "the clean run into the corrupted one, and report how much of the logit difference LD = logit[clean answer] - "
-      "logit[corrupted answer] it recovers: (LD_patched - LD_corrupted) / (LD_clean - LD_corrupted), per head "
-      "(its output before W_O), per (layer, position) of the residual stream and per head's attention pattern. "
-      "Beside each exact value, the attribution-patching estimate from one backward pass (the gradient of LD times "
-      "the activation's clean - corrupted difference), and the agreement of the two. A text model needs --clean, "
-      "--corrupted, --answer and --wrong.");
+      "Activation and attribution patching: run matched clean and corrupted inputs, patch one activation from the "
+      "clean run into the corrupted one, and report how much of the logit difference it recovers, per head, residual "
+      "stream position and attention pattern.");
+  cmd->footer(
+      "LD = logit[clean answer] - logit[corrupted answer]; a patch recovers (LD_patched - LD_corrupted) / (LD_clean "
+      "- LD_corrupted). Beside each exact value: the attribution-patching estimate from one backward pass, and how "
+      "well the two agree. A text model needs --clean, --corrupted, --answer and --wrong.");
   cmd->add_option("--model", f->model,
                   "A run directory written by headroom train --out (its model.safetensors, else its newest "
                   "checkpoint), or a .safetensors file")

@@ -215,10 +215,11 @@ Run add_sample_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "sample",
       "Generate from a trained model. A text model continues --prompt TEXT; a toy-task model continues --prompt "
-      "\"3 7 4 |\" (token ids, or _ | ? for pad, separator and query), or without one answers validation examples "
-      "of its task and says whether each answer is right. Tokens are printed as they are made, decoded from a KV "
-      "cache (the prompt read once, then one position per token; docs/design.md #18). The context is cropped to "
-      "the model's max_len from the left as it grows, and from there on each token re-reads the window.");
+      "\"3 7 4 |\" (token ids) or, without one, answers validation examples of its task and says whether each is "
+      "right.");
+  cmd->footer(
+      "In a toy-task prompt, _ | ? stand for pad, separator and query. Tokens are printed as they are made, decoded "
+      "from a KV cache (docs/design.md #18); past the model's max_len the context is cropped from the left.");
   cmd->add_option("--model", f->model,
                   "A run directory written by headroom train --out (its model.safetensors, else its newest "
                   "checkpoint), or a .safetensors file")

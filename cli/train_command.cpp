@@ -224,6 +224,29 @@ int run_train(const TrainCommandFlags& flags) {
   return 0;
 }
 
+// The flags of train/resume.hpp's keys, the training flags a resumed run may change.
+std::vector<std::string> resume_may_change_flags() {
+  std::vector<std::string> flags;
+  for (const std::string& key : resume_may_change()) {
+    std::string name = "--" + key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    flags.push_back(name);
+  }
+  return flags;
+}
+
+// --resume's help, where the flags it refuses are said once.
+std::string resume_help() {
+  const std::vector<std::string> may_change = resume_may_change_flags();
+  std::string listed;
+  for (std::size_t i = 0; i < may_change.size(); ++i) {
+    listed += (i == 0 ? "" : i + 1 == may_change.size() ? " and " : ", ") + may_change[i];
+  }
+  return "Continue the run in this directory from its newest checkpoint, with its config.json (which must match the "
+         "checkpoint's). Not with --config, --out, --overwrite, --no-save or any Model, Data or Training flag but " +
+         listed;
+}
+
 }  // namespace
 
 // "--task recall has its own defaults: --seq-len 6 ...; --task before: --steps 3000
@@ -255,8 +278,8 @@ Run add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "train",
       "Train a small decoder-only transformer on a toy task (--task) or a text file (--text), showing progress and "
-      "validation loss and accuracy on the counted targets. Flags override --config FILE.json, which overrides the "
-      "defaults shown. " + task_defaults_help());
+      "validation loss and accuracy. Flags override --config FILE.json, which overrides the defaults shown.");
+  cmd->footer(task_defaults_help());
   const TrainFlagGroups groups = add_train_flags(*cmd, *f);
   CLI::Option_group* model = groups.model;
   CLI::Option_group* data = groups.data;
@@ -264,20 +287,20 @@ Run add_train_command(CLI::App& app) {
 
   CLI::Option* config = cmd->add_option(
       "--config", f->config_file,
-      "Read settings from a JSON file like the config.json a run writes (at most 1 MiB; a key given twice is an error)");
+      "Read settings from a JSON file like the config.json a run writes (at most 1 MiB; a key given twice is an error)")
+      ->type_name("FILE");
   CLI::Option* out = cmd->add_option("--out", f->out,
                                      "Write config.json, metrics.csv, checkpoints/ and model.safetensors into this "
                                      "directory, which must be missing, empty or (with --overwrite) a run (default: "
-                                     "runs/TASK or runs/TEXT-STEM, or the next free runs/NAME-2, -3, ...)");
+                                     "runs/TASK or runs/TEXT-STEM, or the next free runs/NAME-2, -3, ...)")
+                          ->type_name("DIR");
   CLI::Option* overwrite = cmd->add_flag(
       "--overwrite", f->overwrite,
       "Let --out DIR hold a run, and replace it: its config.json, metrics.csv, model.safetensors and checkpoints/ "
       "are removed first (other files are never touched)");
-  CLI::Option* no_save = cmd->add_flag("--no-save", f->no_save, "Write nothing: a throwaway run");
-  CLI::Option* resume = cmd->add_option(
-      "--resume", f->resume,
-      "Continue the run in this directory from its newest checkpoint, with its config.json, which must match the "
-      "checkpoint's; only --steps and the checkpointing flags may change");
+  CLI::Option* no_save =
+      cmd->add_flag("--no-save", f->no_save, "Write nothing: a throwaway run (not with --out or --overwrite)");
+  CLI::Option* resume = cmd->add_option("--resume", f->resume, resume_help())->type_name("DIR");
   cmd->add_option("--stop-after", f->stop_after,
                   "Stop after this step (at least 1) with a checkpoint, as Ctrl-C does (for training in chunks); a "
                   "step at or past --steps just finishes the run")
@@ -285,7 +308,7 @@ Run add_train_command(CLI::App& app) {
   cmd->add_flag("-q,--quiet", f->quiet, "Print only the summary");
 
   // A resumed run is the same run: everything that changes its numbers comes from
-  // its config.json.
+  // its config.json. resume_help() says which flags these are.
   resume->excludes(config)->excludes(out)->excludes(overwrite)->excludes(no_save);
   no_save->excludes(out)->excludes(overwrite);
   overwrite->needs(out);
@@ -294,12 +317,7 @@ Run add_train_command(CLI::App& app) {
       if (o != g->get_help_ptr()) resume->excludes(o);
     }
   }
-  std::vector<std::string> may_change;  // the flags of train/resume.hpp's keys
-  for (const std::string& key : resume_may_change()) {
-    std::string name = "--" + key;
-    std::replace(name.begin(), name.end(), '_', '-');
-    may_change.push_back(name);
-  }
+  const std::vector<std::string> may_change = resume_may_change_flags();
   for (CLI::Option* o : opt->get_options()) {
     if (o == opt->get_help_ptr()) continue;
     if (std::find(may_change.begin(), may_change.end(), o->get_name()) == may_change.end()) resume->excludes(o);

@@ -120,6 +120,12 @@ void for_each_record(const std::string& path, const std::string& script,
   }
 }
 
+namespace {
+bool g_skipped = false;
+}  // namespace
+
+bool prerequisite_skipped() { return g_skipped; }
+
 bool prerequisite(bool present, const std::string& missing, std::source_location where) {
   if (present) return true;
   const char* ci = std::getenv("CI");
@@ -128,6 +134,7 @@ bool prerequisite(bool present, const std::string& missing, std::source_location
                       "missing prerequisite under CI=true (.ci/run installs it): " << missing);
   } else {
     ADD_MESSAGE_AT(where.file_name(), static_cast<int>(where.line()), "skipped: " << missing);
+    g_skipped = true;
   }
   return false;
 }

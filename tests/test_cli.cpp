@@ -1,5 +1,12 @@
 // `headroom` as a user meets it: the gradcheck table, --help, and one-line errors
 // with exit status 2 for every kind of mistake.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include <doctest/doctest.h>
 
 #include "cli_runner.hpp"
@@ -62,6 +69,167 @@ TEST_CASE("help explains the command and its flags") {
   }
 }
 
+namespace {
+
+const std::vector<std::string> kCommands{"train",    "sample", "eval",   "convert", "params", "attention",
+                                         "heads",    "circuits", "patch", "ablate",  "claims", "gradcheck"};
+
+std::size_t count_words(const std::string& text) {
+  std::istringstream in(text);
+  std::size_t n = 0;
+  for (std::string word; in >> word;) ++n;
+  return n;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A flag as a command's --help lists it: "  --d-model UINT:N      Model width" takes a
+// value (one space, then its type), "  --no-bias      Linear layers..." does not.
+struct ListedFlag {
+  std::string name;
+  bool takes_value = false;
+};
+
+// The flags listed in the section `heading` ("Model") of a command's --help.
+std::vector<ListedFlag> flags_in_section(const std::string& help, const std::string& heading) {
+  std::vector<ListedFlag> flags;
+  bool inside = false;
+  for (const std::string& line : lines_of(help)) {
+    if (line == heading + ":") {
+      inside = true;
+    } else if (inside && line.rfind("  -", 0) == 0) {
+      const std::size_t end = line.find(' ', 2);
+      flags.push_back({line.substr(2, end - 2), end != std::string::npos && end + 1 < line.size() && line[end + 1] != ' '});
+    } else if (inside) {
+      break;
+    }
+  }
+  return flags;
+}
+
+// `headroom args FLAG [VALUE]` for a flag that `excluder` refuses: exit status 2 and one
+// line naming both.
+void check_excluded(const std::string& args, const std::string& excluder, const ListedFlag& flag) {
+  // A value every flag's own check accepts, so that the refusal is the exclusion.
+  static const std::map<std::string, std::string> values{{"--sweep", "lr=0.1,0.2"}, {"--shard", "1/2"}};
+  const auto it = values.find(flag.name);
+  const std::string value = !flag.takes_value ? "" : it != values.end() ? " " + it->second : " 1";
+  const CliResult r = check_refused(args + " " + flag.name + value, " excludes ");
+  CHECK_MESSAGE(r.output.find(excluder) != std::string::npos, r.output);
+  CHECK_MESSAGE(r.output.find(flag.name) != std::string::npos, r.output);
+}
+
+}  // namespace
+
+TEST_CASE("headroom --help: one line per command, grouped by job, under 300 words") {
+  const CliResult top = run_headroom("--help");
+  INFO(top.output);
+  REQUIRE(top.status == 0);
+  CHECK(count_words(top.output) < 300);
+  CHECK(count_lines(top.output) <= 40);
+  CHECK(top.output.find("Usage: headroom COMMAND") != std::string::npos);
+  CHECK(top.output.find("'headroom COMMAND --help'") != std::string::npos);
+  for (const char* heading : {"\nTrain and use a model:\n", "\nLook inside a model:\n", "\nSweeps and claims:\n",
+                              "\nTools:\n"}) {
+    CHECK_MESSAGE(top.output.find(heading) != std::string::npos, "no heading " << heading);
+  }
+  // Each command on a line of its own, "  NAME  summary", once.
+  for (const std::string& command : kCommands) {
+    int listed = 0;
+    for (const std::string& line : lines_of(top.output)) listed += line.rfind("  " + command + "  ", 0) == 0;
+    CHECK_MESSAGE(listed == 1, command << " is listed " << listed << " times");
+  }
+  std::size_t command_lines = 0;
+  for (const std::string& line : lines_of(top.output)) command_lines += line.rfind("  ", 0) == 0 && line[2] != '-';
+  CHECK(command_lines == kCommands.size());  // and nothing else is
+}
+
+TEST_CASE("headroom CMD --help: a short paragraph, then each flag with its help on its line") {
+  for (const std::string& command : kCommands) {
+    const CliResult r = run_headroom(command + " --help");
+    INFO(command << " --help:\n" << r.output);
+    REQUIRE(r.status == 0);
+    const std::string paragraph = r.output.substr(0, r.output.find("\n\n"));
+    CHECK(paragraph.rfind("Usage", 0) != 0);
+    CHECK(count_words(paragraph) <= 40);
+    CHECK(r.output.find("\n\nUsage: headroom " + command + " [OPTIONS]\n") != std::string::npos);
+    // Which flags refuse which is said in the flags' own help, not listed by CLI11.
+    CHECK(r.output.find("Excludes:") == std::string::npos);
+    CHECK(r.output.find("Needs:") == std::string::npos);
+    // A help text never starts a line of its own: it follows its flag.
+    CHECK(r.output.find("\n          ") == std::string::npos);
+    CHECK(r.output.find("\n\n\n") == std::string::npos);
+    // It ends with its manual, which is there.
+    const std::size_t manual = r.output.find("\nManual: docs/cli/");
+    REQUIRE(manual != std::string::npos);
+    const std::string page = r.output.substr(manual + 9, r.output.find('\n', manual + 1) - manual - 9);
+    CHECK_MESSAGE(std::filesystem::is_regular_file(std::string(HEADROOM_SOURCE_DIR) + "/" + page), page);
+  }
+  // The one place that names the flags a resumed run refuses.
+  const std::string train = run_headroom("train --help").output;
+  CHECK(train.find("  --resume DIR  ") != std::string::npos);
+  CHECK(train.find("Not with --config, --out, --overwrite, --no-save or any Model, Data or Training flag but --steps, "
+                   "--save-every, --keep-checkpoints, --max-bad-steps and --detect-anomaly") != std::string::npos);
+}
+
+// The refusals the help no longer lists flag by flag: a resumed run, a merge and a
+// resumed sweep take their settings from their directory, so every flag that would
+// change them is refused in one line naming both flags.
+TEST_CASE("train --resume and ablate --merge/--resume refuse every flag that would change the run") {
+  const std::string train_help = run_headroom("train --help").output;
+  const std::vector<std::string> may_change{"--steps", "--save-every", "--keep-checkpoints", "--max-bad-steps",
+                                            "--detect-anomaly"};
+  std::size_t refused = 0;
+  for (const char* section : {"Model", "Data", "Training"}) {
+    const std::vector<ListedFlag> flags = flags_in_section(train_help, section);
+    CHECK(flags.size() >= 5);
+    for (const ListedFlag& flag : flags) {
+      if (std::find(may_change.begin(), may_change.end(), flag.name) != may_change.end()) continue;
+      check_excluded("train --resume runs/x", "--resume", flag);
+      ++refused;
+    }
+  }
+  CHECK(refused >= 45);
+  // (--overwrite alone is refused first for wanting --out.)
+  for (const ListedFlag& flag : {ListedFlag{"--config", true}, ListedFlag{"--out", true}, ListedFlag{"--no-save", false}}) {
+    check_excluded("train --resume runs/x", "--resume", flag);
+  }
+  check_excluded("train --no-save", "--no-save", {"--out", true});
+  check_refused("train --overwrite", "--overwrite requires --out");
+  // What a resumed run may change passes the flags' checks (and fails here on the
+  // missing directory).
+  for (const std::string& flag : may_change) {
+    const bool is_switch = flag == "--detect-anomaly";
+    const CliResult r = run_headroom("train --resume /nonexistent/run " + flag + (is_switch ? "" : " 7"));
+    INFO(flag << ": " << r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("excludes") == std::string::npos);
+  }
+
+  const std::string ablate_help = run_headroom("ablate --help").output;
+  for (const char* section : {"Model", "Data", "Training", "Sweep"}) {
+    for (const ListedFlag& flag : flags_in_section(ablate_help, section)) {
+      INFO(section << " " << flag.name);
+      check_excluded("ablate --merge sweeps/a", "--merge", flag);
+      const bool sweep_runs_it = flag.name == "--jobs" || flag.name == "--shard";  // each task's own
+      if (!sweep_runs_it) check_excluded("ablate --resume sweeps/a", "--resume", flag);
+    }
+  }
+  for (const char* flag : {"--config", "--resume", "--no-report", "--slurm"}) {
+    check_excluded("ablate --merge sweeps/a", "--merge", {flag, std::string(flag) != "--no-report" && std::string(flag) != "--slurm"});
+  }
+  check_excluded("ablate --resume sweeps/a", "--resume", {"--out", true});
+  check_excluded("ablate --resume sweeps/a", "--resume", {"--config", true});
+  check_excluded("ablate --slurm --out sweeps/a", "--slurm", {"--shard", true});
+  check_excluded("ablate --slurm --out sweeps/a", "--slurm", {"--no-report", false});
+  check_refused("ablate --out sweeps/a --tasks 2", "--tasks requires --slurm");
+}
+
 TEST_CASE("did you mean: the nearest name within two edits and under half the typed length") {
   using headroom::cli::edit_distance;
   using headroom::cli::nearest_name;
@@ -87,7 +255,7 @@ TEST_CASE("user mistakes get one line naming the problem and exit status 2") {
   const Bad cases[] = {
       {"", "A subcommand is required"},
       {"gradchek", "unknown command 'gradchek' (did you mean 'gradcheck'?)"},
-      {"xyz", "unknown command 'xyz'; commands: train, gradcheck"},
+      {"xyz", "unknown command 'xyz'; commands: train, sample, eval, convert, params, attention"},
       {"gradcheck --sed 3", "unknown flag --sed (did you mean --seed?)"},
       {"gradcheck --sed=3", "unknown flag --sed (did you mean --seed?)"},
       {"train --stpes 10", "unknown flag --stpes (did you mean --steps?)"},  // a flag of an option group

@@ -118,7 +118,7 @@ TEST_CASE("headroom params: FLOPs grow with --context, and --help explains") {
     CHECK_MESSAGE(help.output.find(flag) != std::string::npos, "params --help lacks " << flag);
   }
   CHECK(help.output.find("--lr") == std::string::npos);  // it trains nothing
-  CHECK(help.output.find("\n    --text ") == std::string::npos);
+  CHECK(help.output.find("\n  --text ") == std::string::npos);
 }
 
 TEST_CASE("headroom params and train: mistakes get one line and exit status 2") {

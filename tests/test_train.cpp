@@ -332,7 +332,7 @@ TEST_CASE("every table field has its flag in train --help, except the keys set o
       return;
     }
     const std::string name = hr::flag_name(f.key, *f.flag);
-    CHECK_MESSAGE(help.find("\n    " + name + " ") != std::string::npos, "train --help lacks " << name);
+    CHECK_MESSAGE(help.find("\n  " + name + " ") != std::string::npos, "train --help lacks " << name);
   };
   hr::for_each_model_field([&](const auto& f) { check("model", f); });
   hr::for_each_data_field([&](const auto& f) { check("data", f); });
@@ -347,15 +347,15 @@ TEST_CASE("every table field has its flag in train --help, except the keys set o
                            "--optimizer", "--schedule", "--warmup", "--min-lr", "--clip", "--weight-decay",
                            "--momentum", "--seed", "--threads", "--eval-every", "--eval-batches", "--save-every",
                            "--keep-checkpoints", "--max-bad-steps", "--detect-anomaly"}) {
-    CHECK_MESSAGE(help.find(std::string("\n    ") + flag + " ") != std::string::npos, "train --help lacks " << flag);
+    CHECK_MESSAGE(help.find(std::string("\n  ") + flag + " ") != std::string::npos, "train --help lacks " << flag);
   }
   CHECK(help.find("Model width (default 64)") != std::string::npos);
   CHECK(help.find("Peak learning rate, reached after --warmup steps (default 0.003)") != std::string::npos);
   // ablate sweeps these with list flags of its own.
   const std::string ablate = run_headroom("ablate --help").output;
   CHECK(ablate.find("Query heads (default 4)") == std::string::npos);
-  CHECK(ablate.find("\n    --seed ") == std::string::npos);
-  CHECK(ablate.find("\n    --dv ") != std::string::npos);
+  CHECK(ablate.find("\n  --seed ") == std::string::npos);
+  CHECK(ablate.find("\n  --dv ") != std::string::npos);
 }
 
 TEST_CASE("flags override --config, which overrides the task's defaults, field by field") {
