@@ -22,6 +22,26 @@ struct Vec {
   static constexpr std::size_t lanes = VB / sizeof(T);
 };
 
+// out = alpha acc (in `out`) + beta old (in `scaled_old`), the last step of a block
+// where beta is not 0, rounded alike in every block: a row of C gets the same bits in
+// a block of R rows or of 1, packed or not, and so gemm()'s panels of rows give the
+// bits of one call. GCC contracts a product and a sum into one FMA (-ffp-contract=fast,
+// its default for GNU C++), and here it had two products to choose from; which one
+// it fused depended on how it had optimised the block (whether it had unswitched the
+// block's loops on beta != 0), and on AVX2 a row's last, partial columns came out
+// differently in a block of 6 rows and in a block of 1. So both products are rounded
+// and hidden from GCC (an empty asm, which GCC must assume changes them) before the
+// sum. The loop over k has one product per sum, which GCC fuses in every block alike
+// wherever the vector width has an FMA (with its default tuning: -mtune=znver* keeps
+// a loop that carries a single sum unfused, and a block of one row and one vector then
+// rounds differently). Vectors go by reference: GCC warns that a function without
+// AVX would pass them by value differently.
+template <typename V>
+[[gnu::always_inline]] inline void add_unfused(V& out, V& scaled_old) {
+  asm("" : "+x"(out), "+x"(scaled_old));
+  out += scaled_old;
+}
+
 // Rows [i, i + R) and columns [j, j + w) of C, w <= NV lanes; Full: w == NV lanes,
 // so whole vectors are loaded and stored (otherwise the partial row is copied in and
 // out through zeroed vectors).
@@ -51,8 +71,13 @@ template <typename T, std::size_t VB, std::size_t NV, bool TransA, std::size_t R
     if constexpr (Full) {
       for (std::size_t v = 0; v < NV; ++v) {
         V out = alpha * acc[r][v];
-        if (beta != T(0)) out += beta * static_cast<V>(*reinterpret_cast<const U*>(cr + v * L));
-        *reinterpret_cast<U*>(cr + v * L) = out;
+        if (beta != T(0)) {  // (a store in each branch: with one after them, GCC ran beta = 0 slower)
+          V scaled_old = beta * static_cast<V>(*reinterpret_cast<const U*>(cr + v * L));
+          add_unfused(out, scaled_old);
+          *reinterpret_cast<U*>(cr + v * L) = out;
+        } else {
+          *reinterpret_cast<U*>(cr + v * L) = out;
+        }
       }
     } else {
       V out[NV];
@@ -61,7 +86,10 @@ template <typename T, std::size_t VB, std::size_t NV, bool TransA, std::size_t R
         V old[NV];
         for (std::size_t v = 0; v < NV; ++v) old[v] = V{};
         std::memcpy(&old[0], cr, w * sizeof(T));
-        for (std::size_t v = 0; v < NV; ++v) out[v] += beta * old[v];
+        for (std::size_t v = 0; v < NV; ++v) {
+          V scaled_old = beta * old[v];
+          add_unfused(out[v], scaled_old);
+        }
       }
       std::memcpy(cr, &out[0], w * sizeof(T));
     }

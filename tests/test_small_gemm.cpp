@@ -78,13 +78,15 @@ TEST_CASE("small_gemm with B packed equals a triple loop, float and double") {
   check_shapes<double>(1e-13, 40, 64, 40, 32, 100);
 }
 
-// The packed copy holds the same values and the blocks run the same arithmetic, so
-// a tall call (packed) and the same rows in calls of 8 (too few rows to pack) agree
-// to the bit.
+// The packed copy holds the same values and every block rounds alike (small_gemm.cpp,
+// add_unfused), so a tall call (packed, in blocks of 8, 6 or 4 rows by instruction
+// set) and the same rows in calls of 5 (too few rows to pack; blocks of 4 rows and
+// of 1) agree to the bit, in the last, partial columns too (151 columns leave one
+// or three after the whole vectors on every instruction set).
 TEST_CASE_TEMPLATE("small_gemm's packed path gives the same bits as its unpacked twin", T, float, double) {
   hr::Rng rng(4);
   for (const bool trans_a : {false, true}) {
-    const std::size_t m = 136, n = 150, k = 37, lda = trans_a ? m : k, ldb = n + 3, ldc = n;
+    const std::size_t m = 136, n = 151, k = 37, lda = trans_a ? m : k, ldb = n + 3, ldc = n;
     std::vector<T> a((trans_a ? k : m) * lda), b(k * ldb), c0(m * ldc), packed(m * ldc), rows(m * ldc);
     for (auto& x : a) x = static_cast<T>(rng.normal());
     for (auto& x : b) x = static_cast<T>(rng.normal());
@@ -92,9 +94,10 @@ TEST_CASE_TEMPLATE("small_gemm's packed path gives the same bits as its unpacked
     packed = c0;
     rows = c0;
     hr::small_gemm<T>(trans_a, m, n, k, T(0.7), a.data(), lda, b.data(), ldb, T(0.5), packed.data(), ldc);
-    for (std::size_t i = 0; i < m; i += 8) {
+    for (std::size_t i = 0; i < m; i += 5) {
       const T* ai = trans_a ? a.data() + i : a.data() + i * lda;
-      hr::small_gemm<T>(trans_a, 8, n, k, T(0.7), ai, lda, b.data(), ldb, T(0.5), rows.data() + i * ldc, ldc);
+      hr::small_gemm<T>(trans_a, std::min<std::size_t>(5, m - i), n, k, T(0.7), ai, lda, b.data(), ldb, T(0.5),
+                        rows.data() + i * ldc, ldc);
     }
     CAPTURE(trans_a);
     CHECK(packed == rows);
@@ -190,16 +193,29 @@ TEST_CASE_TEMPLATE("transpose_into gives src transposed on every tile edge", T, 
   }
 }
 
-// gemm() runs deep products (k beyond kSmallGemmMaxK, C at most kDeepGemmMaxM rows)
-// as small_gemm over chunks of k, each adding into C (gemm.hpp): against the library
-// alone, with A stored either way, beta 0 and not, and a last chunk shorter than the
-// rest, it gives the same C to rounding (4 k epsilon, relative to 1 + |C|).
+// gemm() runs deep products (k beyond kSmallGemmMaxK, C at most kDeepGemmMaxM rows,
+// a chunk of B within half of this core's L2: deep_gemm_fits) as small_gemm over
+// chunks of k, each adding into C (gemm.hpp), unless small_gemm's packed path takes
+// them whole. The cases' B is narrowed to the widest whose chunk fits this core's L2
+// (128 doubles fit a 1 MiB L2, 64 fit Zen 3's 512 KiB), so that the chunks run on
+// every CPU: against the library alone, with A stored either way, beta 0 and not,
+// and a last chunk shorter than the rest, gemm() gives the same C to rounding (4 k
+// epsilon, relative to 1 + |C|), and the bits of small_gemm called as gemm() should.
 TEST_CASE_TEMPLATE("gemm's deep products in chunks of k match the library", T, float, double) {
   hr::Rng rng(7);
   struct Case {
     std::size_t m, n, k;
   };
-  for (const Case cs : {Case{32, 128, 2048}, Case{128, 32, 2048}, Case{344, 128, 1500}, Case{9, 16, 1025}}) {
+  constexpr std::size_t vector = hr::kSmallGemmRowBytes / sizeof(T);  // rows of whole vectors only
+  const std::size_t widest =
+      std::min(hr::kSmallGemmMaxN, hr::small_gemm_max_b_bytes() / (hr::kDeepGemmChunk * sizeof(T)) / vector * vector);
+  CAPTURE(hr::small_gemm_max_b_bytes());
+  REQUIRE(widest >= 16);  // half an L2 of at least 32 KiB (float) or 64 KiB (double)
+  for (Case cs : {Case{32, 128, 2048}, Case{128, 32, 2048}, Case{344, 128, 1500}, Case{9, 16, 1025}}) {
+    cs.n = std::min(cs.n, widest);
+    CAPTURE(cs.m);
+    CAPTURE(cs.n);
+    CAPTURE(cs.k);
     CHECK(hr::deep_gemm_fits(cs.m, cs.n, cs.k, sizeof(T)));
     for (const bool trans_a : {false, true}) {
       for (const T beta : {T(0), T(0.5)}) {
@@ -208,27 +224,37 @@ TEST_CASE_TEMPLATE("gemm's deep products in chunks of k match the library", T, f
           for (auto& x : *v) x = static_cast<T>(rng.normal());
         }
         const std::size_t lda = trans_a ? cs.m : cs.k;
-        std::vector<T> want = c0, got = c0;
+        std::vector<T> want = c0, got = c0, direct = c0;
         hr::library_gemm<T>(trans_a, false, cs.m, cs.n, cs.k, T(1.5), a.data(), lda, b.data(), cs.n, beta, want.data(),
                             cs.n);
         hr::gemm<T>(trans_a, false, cs.m, cs.n, cs.k, T(1.5), a.data(), lda, b.data(), cs.n, beta, got.data(), cs.n);
-        CAPTURE(cs.m);
-        CAPTURE(cs.n);
-        CAPTURE(cs.k);
+        // What gemm() should have run (gemm.cpp, serial_gemm): small_gemm's packed path
+        // in one call where it fits (A untransposed and at least kPackedGemmMinM rows),
+        // else small_gemm over chunks of k, as every A^T case here does.
+        const bool packed = hr::packed_gemm_fits(trans_a, cs.m, cs.n, cs.k, sizeof(T));
+        for (std::size_t k0 = 0; k0 < cs.k; k0 += packed ? cs.k : hr::kDeepGemmChunk) {
+          const std::size_t kc = packed ? cs.k : std::min(hr::kDeepGemmChunk, cs.k - k0);
+          hr::small_gemm<T>(trans_a, cs.m, cs.n, kc, T(1.5), trans_a ? a.data() + k0 * lda : a.data() + k0, lda,
+                            b.data() + k0 * cs.n, cs.n, k0 == 0 ? beta : T(1), direct.data(), cs.n);
+        }
         CAPTURE(trans_a);
+        CAPTURE(packed);
         double worst = 0;
         for (std::size_t i = 0; i < got.size(); ++i) {
           worst = std::max(worst, std::abs(static_cast<double>(got[i] - want[i])) / (1 + std::abs(double(want[i]))));
         }
         // Both sum k products in different orders: within 4 k epsilon of each other.
         CHECK(worst < 4.0 * static_cast<double>(cs.k) * std::numeric_limits<T>::epsilon());
+        CHECK(got == direct);  // the product did go there
       }
     }
   }
-  // Outside its bounds the chunks do not run: k within small_gemm's, C too tall, B too wide.
+  // Outside its bounds the chunks do not run: k within small_gemm's, C too tall, B too
+  // wide, and a chunk of B one vector wider than fits this core's L2.
   CHECK_FALSE(hr::deep_gemm_fits(128, 128, hr::kSmallGemmMaxK, sizeof(T)));
   CHECK_FALSE(hr::deep_gemm_fits(hr::kDeepGemmMaxM + 1, 128, 2048, sizeof(T)));
   CHECK_FALSE(hr::deep_gemm_fits(128, hr::kSmallGemmMaxN + 4, 2048, sizeof(T)));
+  if (widest + vector <= hr::kSmallGemmMaxN) CHECK_FALSE(hr::deep_gemm_fits(128, widest + vector, 2048, sizeof(T)));
 }
 
 // Products beyond small_gemm_fits that its packed path runs (packed_gemm_fits: B up
