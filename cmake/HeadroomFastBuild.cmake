@@ -11,10 +11,10 @@
 # - HEADROOM_PCH: the third-party headers are parsed once for autograd/ and once for
 #   nn/, and every target above autograd/ but optim/ reuses nn/'s precompiled header.
 # - HEADROOM_UNITY: the sources of a target whose units repeat the same library code
-#   (nn/ and every layer above it, cli/, each test executable) are compiled in batches
-#   of up to eight, so each batch emits and optimises that code once. autograd/,
-#   optim/ and plot/ stay a unit per source: their units share little, and an op is
-#   the file a developer edits most.
+#   (data/, nn/, train/, interp/, ablate/, claims/, cli/ and each test executable) are
+#   compiled in batches of up to eight, so each batch emits and optimises that code
+#   once. autograd/, optim/ and plot/ stay a unit per source: their units share
+#   little, and an op is the file a developer edits most.
 # - Test sources are compiled at -O1 in a Release build: they run little code of their
 #   own, and the libraries they test keep their -O3.
 #
