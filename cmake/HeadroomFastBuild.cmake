@@ -19,9 +19,10 @@
 #   own, and the libraries they test keep their -O3.
 #
 # Both options are on by default; a developer editing one source over and over may
-# prefer -DHEADROOM_UNITY=OFF (a touched file then recompiles alone). The sanitizer
-# build of .ci/run turns both off, so that it also checks that every source includes
-# what it uses and compiles on its own.
+# prefer -DHEADROOM_UNITY=OFF (a touched file then recompiles alone). A source must
+# not rely on a neighbour in its batch or on the precompiled header for an #include:
+# a build with -DHEADROOM_PCH=OFF -DHEADROOM_UNITY=OFF compiles each source on its
+# own and shows a missing one.
 
 option(HEADROOM_PCH "Precompile the third-party headers that most sources include" ON)
 option(HEADROOM_UNITY "Compile the sources of the larger targets in unity batches" ON)
