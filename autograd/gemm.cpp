@@ -149,6 +149,13 @@ void library_gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std:
 #ifdef HEADROOM_BLAS_BLIS
   rntm_t rntm = BLIS_RNTM_INITIALIZER;
   bli_rntm_set_num_threads(1, &rntm);
+  // BLIS 0.9.0's small-matrix ("sup") kernels for haswell and zen, which it runs
+  // unpacked on products with a small dimension, read past the end of B when n = 1
+  // and past A when B is transposed and m is small: a crash whenever the operand ends
+  // at a page (tests/test_small_gemm.cpp, "gemm reads no element past its
+  // operands"). Its packed path reads exactly the operands; small_gemm already runs
+  // most small products ahead of BLIS.
+  bli_rntm_disable_l3_sup(&rntm);
   const auto dim = [](std::size_t v) { return static_cast<dim_t>(v); };
   const auto stride = [](std::size_t v) { return static_cast<inc_t>(v == 0 ? 1 : v); };
   T* pa = const_cast<T*>(a);

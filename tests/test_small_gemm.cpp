@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "autograd/gemm.hpp"
 #include "autograd/random.hpp"
 #include "autograd/small_gemm.hpp"
@@ -296,4 +299,87 @@ TEST_CASE_TEMPLATE("gemm's packed products match the library", T, float, double)
   CHECK_FALSE(hr::packed_gemm_fits(false, 2048, hr::kPackedGemmMinRowBytes / sizeof(T) - 4, 512, sizeof(T)));
   CHECK_FALSE(hr::packed_gemm_fits(false, 2048, hr::kSmallGemmMaxN + 4, 512, sizeof(T)));
   CHECK_FALSE(hr::packed_gemm_fits(false, 2048, 512, hr::kPackedGemmMaxK + 1, sizeof(T)));
+}
+
+namespace {
+
+// `count` elements that end exactly where a page no one may read begins, so that a
+// kernel reading one element past its operand dies with SIGSEGV (a failed test), in
+// every build, instead of reading a neighbour's memory in silence.
+template <typename T>
+class PageEndBuffer {
+ public:
+  explicit PageEndBuffer(std::size_t count) : page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
+    const std::size_t bytes = count * sizeof(T);
+    length_ = (bytes + page_ - 1) / page_ * page_ + page_;
+    void* base = mmap(nullptr, length_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(base != MAP_FAILED);
+    base_ = static_cast<char*>(base);
+    REQUIRE(mprotect(base_ + length_ - page_, page_, PROT_NONE) == 0);
+    data_ = reinterpret_cast<T*>(base_ + length_ - page_ - bytes);
+    for (std::size_t i = 0; i < count; ++i) data_[i] = static_cast<T>(1 + i % 3);
+  }
+  PageEndBuffer(const PageEndBuffer&) = delete;
+  PageEndBuffer& operator=(const PageEndBuffer&) = delete;
+  ~PageEndBuffer() { munmap(base_, length_); }
+  T* data() const { return data_; }
+
+ private:
+  std::size_t page_, length_ = 0;
+  char* base_ = nullptr;
+  T* data_ = nullptr;
+};
+
+}  // namespace
+
+// Every GEMM path reads its operands and nothing past them: each of A, B and C in
+// turn ends at an unreadable page, on the edge shapes of the library's small-matrix
+// kernels (one row or column, k not a multiple of the vector width), both layouts of
+// A and of B, through library_gemm and through gemm(). BLIS 0.9.0's small-matrix
+// ("sup") kernels for haswell and zen read past B when n = 1 and past A when B is
+// transposed and m is small (autograd/gemm.cpp, library_gemm); under AddressSanitizer
+// that read crashed a training run whenever the operand ended at a page.
+TEST_CASE_TEMPLATE("gemm reads no element past its operands", T, float, double) {
+  const std::size_t dims[] = {1, 2, 3, 7, 8, 9, 16, 17, 33};
+  int products = 0;
+  for (const bool trans_a : {false, true}) {
+    for (const bool trans_b : {false, true}) {
+      for (const std::size_t m : dims) {
+        for (const std::size_t n : dims) {
+          for (const std::size_t k : dims) {
+            for (int guarded = 0; guarded < 3; ++guarded) {
+              // A is (m, k), or (k, m) stored when transposed; B (k, n), or (n, k).
+              std::vector<T> va(m * k, T(1)), vb(k * n, T(1)), vc(m * n, T(0));
+              PageEndBuffer<T> edge(guarded == 0 ? m * k : guarded == 1 ? k * n : m * n);
+              const T* a = guarded == 0 ? edge.data() : va.data();
+              const T* b = guarded == 1 ? edge.data() : vb.data();
+              T* c = guarded == 2 ? edge.data() : vc.data();
+              const std::size_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+              CAPTURE(trans_a);
+              CAPTURE(trans_b);
+              CAPTURE(m);
+              CAPTURE(n);
+              CAPTURE(k);
+              CAPTURE(guarded);
+              std::vector<T> want(m * n, T(0));
+              for (std::size_t i = 0; i < m; ++i) {
+                for (std::size_t j = 0; j < n; ++j) {
+                  for (std::size_t p = 0; p < k; ++p) {
+                    want[i * n + j] += (trans_a ? a[p * lda + i] : a[i * lda + p]) *
+                                       (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+                  }
+                }
+              }
+              hr::library_gemm<T>(trans_a, trans_b, m, n, k, T(1), a, lda, b, ldb, T(0), c, n);
+              CHECK(std::equal(want.begin(), want.end(), c));  // small integers: exact
+              hr::gemm<T>(trans_a, trans_b, m, n, k, T(1), a, lda, b, ldb, T(0), c, n);
+              CHECK(std::equal(want.begin(), want.end(), c));
+              ++products;
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(products == 4 * 9 * 9 * 9 * 3);
 }
