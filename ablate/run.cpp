@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -14,11 +15,14 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <unistd.h>
 
 #include <fmt/format.h>
+
+#include "autograd/whole_number.hpp"
 
 #include "train/out_dir.hpp"
 #include "train/resources.hpp"
@@ -136,8 +140,27 @@ void log_attempt(const fs::path& run_dir, const std::string& event, const std::s
   }
 }
 
-// What a run's lock file says once its result.json is written (RunDirLock::mark).
-constexpr const char* kFinishedMark = "finished";
+// What a run's lock file says once its result.json is written (RunDirLock::mark),
+// followed by the time it was written, in seconds since the epoch.
+constexpr std::string_view kFinishedMark = "finished";
+// How long a result.json written by another machine may stay invisible here: an NFS
+// client caches a directory's lookups, its "not there" included, for up to a minute
+// by default (acdirmax); twice that, to be sure.
+constexpr std::int64_t kLookupCacheSeconds = 120;
+
+std::int64_t now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Whether a run whose lock says `mark` counts as finished although this process
+// sees no result.json: only while the mark is recent enough for the file to be
+// in flight. A run marked long ago (or by a headroom that wrote no time) whose
+// result.json is gone was deleted, and is trained again.
+bool finished_by_mark(const std::string& mark) {
+  if (!mark.starts_with(kFinishedMark) || mark.size() <= kFinishedMark.size() + 1) return false;
+  const std::optional<std::uint64_t> at = parse_whole_number(std::string_view(mark).substr(kFinishedMark.size() + 1));
+  return at && now_seconds() - static_cast<std::int64_t>(*at) < kLookupCacheSeconds;
+}
 
 // A run directory emptied for a new start: all but its lock and attempts.log.
 void clear_run_dir(const fs::path& run_dir) {
@@ -185,7 +208,7 @@ class Claimer {
       }
       // Finished between the look and the lock? The mark says so even where the new
       // result.json is not visible here yet (NFS caches lookups).
-      if (lock.previous_mark() == kFinishedMark || run_finished(dir)) {
+      if (run_finished(dir) || finished_by_mark(lock.previous_mark())) {
         done_elsewhere(k);
         continue;
       }
@@ -257,7 +280,7 @@ void train_run(const Pending& p, RunDirLock& lock, const fs::path& run_dir, cons
       return;
     }
     write_file_atomically(run_dir / "result.json", result_json(run, s, wall_s).dump(2) + "\n");
-    lock.mark(kFinishedMark);
+    lock.mark(fmt::format("{} {}", kFinishedMark, now_seconds()));
     log_attempt(run_dir, "finish", fmt::format("step={}", s.steps));
     report({.kind = SweepEvent::Kind::finished, .run = &run, .summary = &s, .wall_s = wall_s});
   } catch (const std::exception& e) {

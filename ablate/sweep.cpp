@@ -314,9 +314,20 @@ void check_grid_size(const SweepSpec& spec, std::size_t max_runs) {
     factors += fmt::format("{} {}{} x ", a.values.size(), a.flag == "--sweep" ? "--sweep " : "",
                            a.flag == "--sweep" ? a.key : a.flag);
   }
-  if (runs <= static_cast<double>(max_runs)) return;
-  throw std::invalid_argument(fmt::format("the grid is {}{} seed{} = {:.0f} runs, more than --max-runs {}; raise --max-runs to run it all",
-                  factors, spec.seeds.size(), spec.seeds.size() == 1 ? "" : "s", runs, max_runs));
+  if (runs > static_cast<double>(max_runs)) {
+    throw std::invalid_argument(fmt::format("the grid is {}{} seed{} = {:.0f} runs, more than --max-runs {}; raise --max-runs to run it all",
+                    factors, spec.seeds.size(), spec.seeds.size() == 1 ? "" : "s", runs, max_runs));
+  }
+  // The plan itself, before any run trains: every point's config, checked, its id and
+  // flags, and the report's rows.
+  const std::optional<AvailableMemory> available = available_memory();
+  if (available && runs * kPlanBytesPerRun > available->bytes) {
+    throw std::invalid_argument(fmt::format(
+        "the grid is {}{} seed{} = {:.0f} runs, whose plan alone needs about {} ({} per run) but this machine has {} "
+        "available ({}); split it with --shard, or sweep fewer values",
+        factors, spec.seeds.size(), spec.seeds.size() == 1 ? "" : "s", runs, format_bytes(runs * kPlanBytesPerRun),
+        format_bytes(kPlanBytesPerRun), format_bytes(available->bytes), available->source));
+  }
 }
 
 void check_sweep_memory(const SweepPlan& plan, std::size_t jobs) {

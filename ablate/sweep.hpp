@@ -116,10 +116,15 @@ struct SweepPlan {
 // (docs/cli/ablate.md): a typo in a list should not start a million runs.
 inline constexpr std::size_t kDefaultMaxRuns = 1000;
 
+// What planning a grid holds per run at its peak (the points' configs and ids, the
+// plan's JSON and the report's rows), measured with bench/plan_memory.sh, rounded up.
+inline constexpr double kPlanBytesPerRun = 16 * 1024;
+
 // Refuses (std::invalid_argument, one line) a grid of more than max_runs runs, naming
 // its size: "the grid is 1000 --heads x 1000 --dk x 1 seed = 1000000 runs, more than
-// --max-runs 1000 ...". Counts without planning, so it comes before anything is
-// planned or written.
+// --max-runs 1000 ...", and a grid whose plan (kPlanBytesPerRun a run) does not fit
+// in the available memory (train/resources.hpp). Counts without planning, so it
+// comes before anything is planned or written.
 void check_grid_size(const SweepSpec& spec, std::size_t max_runs);
 
 // The cartesian product of the axes and the seeds. Each point is validated as

@@ -109,10 +109,13 @@ template <typename T>
 
 // RMSNorm's backward over `rows` rows: the input gradient (term (1)) into gx when it
 // is non-null, and each channel's sum of term (2) over these rows, in row order,
-// added into gw when it is non-null.
+// added into gw when it is non-null. The buffers never overlap (__restrict, as
+// LayerNorm's in ops_nn.cpp, tests/test_heap_placement.cpp).
 template <typename T>
-[[gnu::always_inline]] inline void rms_norm_backward_rows(const T* g, const T* x, const T* w, const T* rstd,
-                                                          std::size_t C, std::size_t rows, T* gx, T* gw) {
+[[gnu::always_inline]] inline void rms_norm_backward_rows(const T* __restrict g, const T* __restrict x,
+                                                          const T* __restrict w, const T* __restrict rstd,
+                                                          std::size_t C, std::size_t rows, T* __restrict gx,
+                                                          T* __restrict gw) {
   for (std::size_t r = 0; r < rows; ++r) {
     const T* gr = g + r * C;
     const T* xr = x + r * C;
@@ -132,8 +135,9 @@ HEADROOM_CLONES void rms_norm_rows_f32(const float* x, const float* w, float eps
                                        float* rstd, float* y) {
   rms_norm_rows(x, w, eps, C, rows, rstd, y);
 }
-HEADROOM_CLONES void rms_norm_backward_rows_f32(const float* g, const float* x, const float* w, const float* rstd,
-                                                std::size_t C, std::size_t rows, float* gx, float* gw) {
+HEADROOM_CLONES void rms_norm_backward_rows_f32(const float* __restrict g, const float* __restrict x,
+                                                const float* __restrict w, const float* __restrict rstd, std::size_t C,
+                                                std::size_t rows, float* __restrict gx, float* __restrict gw) {
   rms_norm_backward_rows(g, x, w, rstd, C, rows, gx, gw);
 }
 

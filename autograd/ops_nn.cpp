@@ -258,11 +258,14 @@ template <typename T>
 
 // LayerNorm's backward over `rows` rows: the input gradient (term (1)) into gx
 // when it is non-null, and each channel's sums of terms (2) and (3) over these
-// rows, in row order, added into gw and gb when they are non-null.
+// rows, in row order, added into gw and gb when they are non-null. The buffers
+// never overlap; __restrict says so, or GCC checks at run time and may take a path
+// that rounds differently when two lie next to each other (tests/test_heap_placement.cpp).
 template <typename T>
-[[gnu::always_inline]] inline void layer_norm_backward_rows(const T* g, const T* x, const T* w, const T* mean,
-                                                            const T* rstd, std::size_t C, std::size_t rows, T* gx,
-                                                            T* gw, T* gb) {
+[[gnu::always_inline]] inline void layer_norm_backward_rows(const T* __restrict g, const T* __restrict x,
+                                                            const T* __restrict w, const T* __restrict mean,
+                                                            const T* __restrict rstd, std::size_t C, std::size_t rows,
+                                                            T* __restrict gx, T* __restrict gw, T* __restrict gb) {
   for (std::size_t r = 0; r < rows; ++r) {
     const T* gr = g + r * C;
     const T* xr = x + r * C;
@@ -287,9 +290,10 @@ HEADROOM_CLONES void layer_norm_rows_f32(const float* x, const float* w, const f
   layer_norm_rows(x, w, b, eps, C, rows, mean, rstd, y);
 }
 
-HEADROOM_CLONES void layer_norm_backward_rows_f32(const float* g, const float* x, const float* w, const float* mean,
-                                                  const float* rstd, std::size_t C, std::size_t rows, float* gx,
-                                                  float* gw, float* gb) {
+HEADROOM_CLONES void layer_norm_backward_rows_f32(const float* __restrict g, const float* __restrict x,
+                                                  const float* __restrict w, const float* __restrict mean,
+                                                  const float* __restrict rstd, std::size_t C, std::size_t rows,
+                                                  float* __restrict gx, float* __restrict gw, float* __restrict gb) {
   layer_norm_backward_rows(g, x, w, mean, rstd, C, rows, gx, gw, gb);
 }
 

@@ -16,6 +16,8 @@
 #include "autograd/random.hpp"
 #include "autograd/tensor.hpp"
 #include "cli/commands.hpp"
+#include "cli/model_file.hpp"
+#include "cli/out_paths.hpp"
 #include "interp/attention_maps.hpp"
 #include "plot/heatmap.hpp"
 #include "train/run_dir.hpp"
@@ -45,23 +47,9 @@ fs::path default_svg(const fs::path& model_file) {
   return model_file.parent_path() / (stem == "model" ? std::string("attention.svg") : stem + ".attention.svg");
 }
 
-// We check where the files go before running the model, so that a typo in a path
-// costs nothing and never leaves the SVG written without its weights.
-void check_writable(const fs::path& path, const std::string& flag) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    throw std::invalid_argument(fmt::format("{} '{}': is a directory; give a file name in it", flag, path.string()));
-  }
-  const fs::path dir = path.parent_path();
-  if (!dir.empty() && !fs::is_directory(dir, ec)) {
-    throw std::invalid_argument(fmt::format("{} '{}': the directory '{}' does not exist", flag, path.string(),
-                                            dir.string()));
-  }
-}
-
 int run_attention(const AttentionFlags& flags) {
   set_threads(1);  // one short sequence: threads only add overhead
-  LoadedRun run = load_run(flags.model);
+  LoadedRun run = open_model(flags.model);
   const fs::path& file = run.file;
   const std::string& source = run.source;
   const DataDescription& data = run.data;
@@ -78,8 +66,10 @@ int run_attention(const AttentionFlags& flags) {
                           svg_path.string())
             : fmt::format("--weights '{}': is the SVG's own path (--out); give another file", weights_path.string()));
   }
-  check_writable(svg_path, "--out");
-  check_writable(weights_path, "--weights");
+  // Both checked before the model runs, so a typo in a path costs nothing and never
+  // leaves the SVG written without its weights.
+  check_out_file(svg_path, "--out");
+  check_out_file(weights_path, "--weights");
 
   const AttentionInput input = flags.input ? attention_input(*flags.input, data, source)
                                            : validation_example(flags.example.value_or(0), data, source);

@@ -19,6 +19,8 @@
 
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
+#include "cli/model_file.hpp"
+#include "cli/out_paths.hpp"
 #include "cli/csv.hpp"
 #include "cli/validators.hpp"
 #include "data/task_tokens.hpp"
@@ -57,22 +59,10 @@ std::string token_label(std::size_t id, const LoadedRun& run) {
   return fmt::format("'{}'", visible_character(char_vocab(run.data, run.source).alphabet().at(id)));
 }
 
-void check_out_dir(const fs::path& dir) {
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
-    throw std::invalid_argument(fmt::format("--out '{}': is a file, not a directory", dir.string()));
-  }
-  const fs::path parent = dir.parent_path();
-  if (!fs::exists(dir, ec) && !parent.empty() && !fs::is_directory(parent, ec)) {
-    throw std::invalid_argument(
-        fmt::format("--out '{}': the directory '{}' does not exist", dir.string(), parent.string()));
-  }
-}
-
 int run_circuits(const CircuitsFlags& flags) {
   set_threads(1);  // one short sequence and small matrices
-  if (!flags.out.empty()) check_out_dir(flags.out);
-  LoadedRun run = load_run(flags.model);
+  if (!flags.out.empty()) check_out_directory(flags.out, "--out");
+  LoadedRun run = open_model(flags.model);
   const ModelConfig& config = run.config();
   const std::size_t V = config.vocab, L = config.n_layers, H = config.n_heads;
   if (flags.answer && *flags.answer >= V) {
@@ -190,7 +180,7 @@ int run_circuits(const CircuitsFlags& flags) {
 
   if (flags.out.empty()) return 0;
   const fs::path dir(flags.out);
-  fs::create_directories(dir);
+  make_out_directory(dir, "--out");
   std::string dla_csv = "part,kind,layer,head,logit" + std::string(flags.wrong ? ",difference" : "") + "\n";
   for (std::size_t k = 0; k < d.parts.size(); ++k) {
     const ResidualPart& part = d.parts[k];

@@ -3,14 +3,18 @@
 // written as a model directory that sample, eval, heads and train --init-from read.
 #include <filesystem>
 #include <map>
+#include <span>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/model_file.hpp"
+#include "cli/out_paths.hpp"
 #include "cli/validators.hpp"
 #include "nn/attention.hpp"
 #include "nn/checkpoint.hpp"
@@ -29,14 +33,20 @@ struct ConvertFlags {
   std::size_t kv_heads = 0;
 };
 
-// Missing, or an empty directory: nothing of anyone's is replaced.
+// Missing, or an empty directory: nothing of anyone's is replaced. And a place we
+// can write, checked before the model is read.
 void check_convert_out(const std::string& out) {
   if (out.empty()) throw std::invalid_argument("--out: the path is empty; give the directory to write");
   std::error_code ec;
-  if (!fs::exists(out, ec)) return;
-  if (!fs::is_directory(out, ec)) {
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
     throw std::invalid_argument(fmt::format("--out {}: exists and is not a directory; choose another --out", out));
   }
+  check_out_directory(out, "--out");
+  // The directory is written as a whole by a rename onto it (write_directory_atomically),
+  // so its parent must be writable too, even when it exists.
+  const fs::path parent = fs::path(out).lexically_normal().parent_path();
+  if (fs::exists(out, ec)) check_out_directory(parent.empty() ? fs::path(".") : parent, "--out's parent");
+  if (!fs::exists(out, ec)) return;
   if (fs::directory_iterator(out, ec) != fs::directory_iterator()) {
     throw std::invalid_argument(fmt::format("--out {}: the directory is not empty; choose another --out", out));
   }
@@ -49,7 +59,7 @@ std::size_t kv_bytes_per_token(const ModelConfig& c) {
 int run_convert(const ConvertFlags& f) {
   // Everything is checked and made in memory before the directory is created.
   check_convert_out(f.out);
-  LoadedRun run = load_run(f.model);
+  LoadedRun run = open_model(f.model);
   const ModelConfig& from = run.config();
   std::unique_ptr<TransformerLM<float>> pooled;
   try {
@@ -79,9 +89,10 @@ int run_convert(const ConvertFlags& f) {
   const std::string config_text = to_json(config).dump(2) + "\n";
   const SafetensorsFile file = checkpoint_of(*pooled, to, DType::f32, metadata);
 
-  fs::create_directories(f.out);
-  write_file_atomically(fs::path(f.out) / "config.json", config_text);
-  write_safetensors(fs::path(f.out) / "model.safetensors", file);
+  // Both files or neither: a full disk or a kill leaves no config.json without its model.
+  const std::vector<std::byte> model_bytes = serialize_safetensors(file);
+  write_directory_atomically(f.out, {{.name = "config.json", .bytes = std::as_bytes(std::span(config_text))},
+                                     {.name = "model.safetensors", .bytes = model_bytes}});
 
   fmt::print("headroom convert: {} -> {}: kv heads {} -> {} ({} query heads, {} per kv head), mean of each group's "
              "k_proj and v_proj heads{}\n",

@@ -15,6 +15,7 @@
 #include "autograd/parallel.hpp"
 #include "autograd/whole_number.hpp"
 #include "cli/commands.hpp"
+#include "cli/model_file.hpp"
 #include "train/resources.hpp"
 #include "train/run_dir.hpp"
 #include "train/evaluate.hpp"
@@ -142,7 +143,7 @@ EvalReport eval_own_data(TransformerLM<float>& model, const DataDescription& dat
 
 int run_eval(const EvalFlags& flags) {
   check_eval_flags(flags);
-  LoadedRun run = load_run(flags.model);
+  LoadedRun run = open_model(flags.model);
   const std::string& source = run.source;
   const DataDescription& data = run.data;
   // The batches the trainer validated on, unless the flags say otherwise.

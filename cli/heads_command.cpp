@@ -12,6 +12,8 @@
 
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
+#include "cli/model_file.hpp"
+#include "cli/out_paths.hpp"
 #include "cli/csv.hpp"
 #include "interp/head_analysis.hpp"
 #include "train/resources.hpp"
@@ -103,7 +105,7 @@ std::string prune_svg(const std::vector<NamedCurve>& curves, const std::string& 
 }
 
 int run_heads(const HeadsFlags& flags) {
-  LoadedRun run = load_run(flags.model);
+  LoadedRun run = open_model(flags.model);
   const fs::path& file = run.file;
   const std::string& source = run.source;
   const DataDescription& data = run.data;
@@ -118,12 +120,7 @@ int run_heads(const HeadsFlags& flags) {
   const std::unique_ptr<Dataset> dataset =
       own_dataset(data, source, "run headroom heads from the directory the model was trained in");
   const fs::path out = flags.out.empty() ? file.parent_path() : fs::path(flags.out);
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec || !fs::is_directory(out)) {
-    throw std::invalid_argument(fmt::format("--out '{}': cannot create the directory ({})", out.string(),
-                                            ec ? ec.message() : "a file is in the way"));
-  }
+  make_out_directory(out, "--out");
 
   TransformerLM<float>& model = run.model();
   const ModelConfig& m = model.config();

@@ -19,6 +19,8 @@
 
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
+#include "cli/model_file.hpp"
+#include "cli/out_paths.hpp"
 #include "cli/csv.hpp"
 #include "cli/validators.hpp"
 #include "data/task_tokens.hpp"
@@ -83,6 +85,11 @@ Pairs given_pair(const PatchFlags& f, const DataDescription& data, const std::st
     throw std::invalid_argument(fmt::format("--corrupted: {} tokens, but --clean has {}: a pair must have the same "
                                             "length so that positions match",
                                             corrupted.size(), clean.size()));
+  }
+  if (clean == corrupted) {
+    throw std::invalid_argument(fmt::format("--corrupted '{}': is the same input as --clean: the two runs would give "
+                                            "the same logit difference, and no patch could recover any of it",
+                                            *f.corrupted));
   }
   const std::size_t T = clean.size();
   if (T > max_len) {
@@ -232,7 +239,7 @@ int run_patch(const PatchFlags& f) {
   options.pattern = f.what == "pattern" || f.what == "all";
 
   set_threads(1);
-  LoadedRun run = load_run(f.model);
+  LoadedRun run = open_model(f.model);
   const DataDescription& data = run.data;
   const std::string& source = run.source;
   if (data.is_text() && !given) {
@@ -248,14 +255,7 @@ int run_patch(const PatchFlags& f) {
                                             "map draws; give --what heads or pattern",
                                             f.out, pairs.labels.size(), heatmap::kMaxTokens));
   }
-  if (!f.out.empty()) {
-    std::error_code ec;
-    fs::create_directories(out, ec);
-    if (ec || !fs::is_directory(out)) {
-      throw std::invalid_argument(fmt::format("--out '{}': cannot create the directory ({})", out.string(),
-                                              ec ? ec.message() : "a file is in the way"));
-    }
-  }
+  if (!f.out.empty()) make_out_directory(out, "--out");
 
   TransformerLM<float>& model = run.model();
   const ModelConfig& m = model.config();

@@ -11,6 +11,7 @@
 
 #include "autograd/parallel.hpp"
 #include "cli/commands.hpp"
+#include "cli/model_file.hpp"
 #include "nn/generate.hpp"
 #include "train/run_dir.hpp"
 #include "data/task_tokens.hpp"
@@ -184,7 +185,7 @@ void check_sample_flags(const SampleFlags& f) {
 int run_sample(const SampleFlags& flags) {
   check_sample_flags(flags);
   set_threads(1);  // one sequence at a time: threads only add overhead
-  LoadedRun run = load_run(flags.model);
+  LoadedRun run = open_model(flags.model);
   const std::string& source = run.source;
   const DataDescription& data = run.data;
   if (flags.top_k && (*flags.top_k == 0 || *flags.top_k > data.vocab)) {

@@ -102,12 +102,17 @@ int run_train(const TrainCommandFlags& flags) {
   std::optional<InitSource> init_source;
   if (!config.optim.init_from.empty() && !flags.resume) {
     init_source = read_init_source(config.optim.init_from);
+    if (flags.overwrite && flags.out) check_init_from_outside(*init_source, *flags.out);
     check_init_data(config, *init_source);
   }
   config.validate();
   // A toy task's vocabulary is the config's: refuse a step that cannot fit before the
   // task is made (docs/design.md #12); a text's is known once it is read.
-  if (config.data.text.empty()) check_training_memory(config);
+  if (config.data.text.empty()) {
+    check_training_memory(config);
+  } else {
+    check_text_memory(config);
+  }
   std::unique_ptr<Dataset> data = make_dataset(config);
   config = finalize(config, *data);
   if (init_source) check_init_source(config, *init_source);

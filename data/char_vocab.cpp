@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -34,9 +35,24 @@ CharVocab::CharVocab(std::u32string alphabet, std::string name)
 }
 
 CharVocab CharVocab::of_text(const std::u32string& text, std::string name) {
-  std::u32string alphabet = text;
-  std::sort(alphabet.begin(), alphabet.end());
-  alphabet.erase(std::unique(alphabet.begin(), alphabet.end()), alphabet.end());
+  // A mark per code point (Unicode has 0x110000; 136 KiB of bits) rather than a
+  // sorted copy of the text, which took as much memory again as the text.
+  std::vector<bool> seen(0x110000, false);
+  std::u32string beyond;  // anything past U+10FFFF, which the UTF-8 decoder never gives
+  for (const char32_t cp : text) {
+    if (cp < seen.size()) {
+      seen[cp] = true;
+    } else {
+      beyond.push_back(cp);
+    }
+  }
+  std::u32string alphabet;
+  for (char32_t cp = 0; cp < seen.size(); ++cp) {
+    if (seen[cp]) alphabet.push_back(cp);
+  }
+  std::sort(beyond.begin(), beyond.end());
+  beyond.erase(std::unique(beyond.begin(), beyond.end()), beyond.end());
+  alphabet += beyond;
   return CharVocab(std::move(alphabet), std::move(name));
 }
 

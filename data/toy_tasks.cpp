@@ -3,6 +3,7 @@
 // T+1 tokens; counted[t] says whether the target row[t + 1] is scored.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <functional>
 #include <numeric>
 #include <utility>
@@ -451,7 +452,23 @@ class LagsTask : public Task {
     blocks_ = (options.seq_len + 1) / (n_ + 2);
     tables_.resize(lags_.size() * content_ * content_);  // (|K|, C, C)
     Rng table_rng(options.task_seed);
-    for (double& a : tables_) a = options.lag_beta * table_rng.normal();
+    for (double& a : tables_) a = table_rng.normal();
+    // A label's logit is a sum of one entry of each table: finite for every row
+    // exactly when lag_beta times the sum of the tables' largest entries is. Beyond
+    // that the softmax, and so the Bayes loss, is NaN.
+    double largest = 0;
+    for (std::size_t j = 0; j < lags_.size(); ++j) {
+      double m = 0;
+      for (std::size_t i = 0; i < content_ * content_; ++i) m = std::max(m, std::abs(tables_[j * content_ * content_ + i]));
+      largest += m;
+    }
+    const double limit = std::numeric_limits<double>::max() / 2 / std::max(largest, 1.0);
+    if (options.lag_beta > limit) {
+      throw DataError(fmt::format("{}: lag_beta {} makes the label logits overflow, so the Bayes loss is not finite; "
+                                  "at task_seed {} it may be at most {:.3g}",
+                                  this->name(), options.lag_beta, options.task_seed, limit));
+    }
+    for (double& a : tables_) a *= options.lag_beta;
   }
 
  protected:

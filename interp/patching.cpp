@@ -74,6 +74,18 @@ void check_batch(const PatchBatch& batch) {
   }
 }
 
+// ": pair 2's clean and corrupted tokens are identical", for the first such pair,
+// or "" when every pair differs.
+std::string identical_pair_note(const PatchBatch& batch) {
+  const std::size_t N = batch.clean.shape()[0], T = batch.clean.shape()[1];
+  for (std::size_t b = 0; b < N; ++b) {
+    bool same = true;
+    for (std::size_t t = 0; t < T && same; ++t) same = batch.clean(b, t) == batch.corrupted(b, t);
+    if (same) return fmt::format(": pair {}'s clean and corrupted tokens are identical", b);
+  }
+  return "";
+}
+
 }  // namespace
 
 PatchBatch patch_batch(const std::vector<PatchPair>& pairs) {
@@ -264,15 +276,20 @@ PatchReport patch_activations(TransformerLM<T>& model, const PatchBatch& batch, 
   r.ld_clean = logit_difference(clean_logits, batch);
   r.ld_corrupted = logit_difference(corrupted_logits, batch);
   const double span = r.ld_clean - r.ld_corrupted;
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  const auto fraction = [&](double ld) { return span == 0 ? nan : (ld - r.ld_corrupted) / span; };
+  if (!(std::abs(span) > 0)) {  // every recovered fraction would be 0 / 0
+    throw std::invalid_argument(fmt::format(
+        "patching: the clean and corrupted runs give the same logit difference ({:.6g}){}, so there is nothing for a "
+        "patch to recover; give a corrupted input that changes the answer",
+        r.ld_clean, identical_pair_note(batch)));
+  }
+  const auto fraction = [&](double ld) { return (ld - r.ld_corrupted) / span; };
   const auto estimate = [&](const PatchSite& s) {
     const auto key = std::make_pair(s.point, s.layer);
     xt::xarray<T> diff = clean.at(key) - corrupted.at(key);
     const std::optional<std::size_t> axis =
         s.head ? std::optional<std::size_t>(head_axis(s.point)) : (s.position ? std::optional<std::size_t>(1) : std::nullopt);
     const double d = slice_dot(diff, grads.at(key), axis, s.head ? *s.head : s.position.value_or(0));
-    return span == 0 ? nan : d / span;
+    return d / span;
   };
 
   const std::size_t total =

@@ -128,7 +128,10 @@ template <typename T>
 LoadedModel<T> load_model(const std::filesystem::path& path) {
   const std::string source = path.string();
   SafetensorsFile file = read_safetensors(path);
-  LoadedModel<T> loaded{.config = checkpoint_config(file, source), .metadata = file.metadata, .model = nullptr};
+  LoadedModel<T> loaded{.config = checkpoint_config(file, source),
+                        .metadata = file.metadata,
+                        .model = nullptr,
+                        .checksummed = file.checksummed};
 
   // A model of ordinary size is built and loaded, so that a mismatch is named
   // tensor by tensor; one far larger than the file is refused before it is

@@ -51,8 +51,9 @@ void load_checkpoint(const SafetensorsFile& file, TransformerLM<T>& model, const
 template <typename T>
 struct LoadedModel {
   ModelConfig config;
-  std::map<std::string, std::string> metadata;  // the whole __metadata__
+  std::map<std::string, std::string> metadata;  // the whole __metadata__ but the checksums
   std::unique_ptr<TransformerLM<T>> model;
+  bool checksummed = false;  // every tensor's data matched its checksum (SafetensorsFile)
 };
 template <typename T>
 LoadedModel<T> load_model(const std::filesystem::path& path);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -15,6 +16,13 @@ void check_sampling_options(const SamplingOptions& options, std::size_t vocab) {
   if (!(options.temperature >= 0) || !std::isfinite(options.temperature)) {
     throw std::invalid_argument(
         fmt::format("sample: temperature must be a finite number >= 0, got {}", options.temperature));
+  }
+  // A subnormal temperature has lost its precision, and logits / temperature
+  // overflows for any logit above about 1e-300: 0 (greedy) says what it would mean.
+  if (options.temperature > 0 && options.temperature < std::numeric_limits<double>::min()) {
+    throw std::invalid_argument(fmt::format(
+        "sample: temperature {} is subnormal (below {}); use 0 for greedy decoding", options.temperature,
+        std::numeric_limits<double>::min()));
   }
   if (options.top_k > vocab) {
     throw std::invalid_argument(fmt::format("sample: top_k {} is larger than the vocabulary ({})", options.top_k, vocab));
@@ -86,7 +94,16 @@ Candidates sampling_candidates(std::span<const float> logits, const SamplingOpti
   c.ids = top_k_ids(logits, options.top_k);
   // softmax(z / temperature) over the candidates, max-subtracted, in double.
   double max_z = -INFINITY;
-  for (const std::size_t i : c.ids) max_z = std::max(max_z, static_cast<double>(logits[i]) / options.temperature);
+  for (const std::size_t i : c.ids) {
+    const double z = static_cast<double>(logits[i]) / options.temperature;
+    if (!std::isfinite(z)) {
+      throw std::invalid_argument(fmt::format(
+          "sample: temperature {} is too small for the model's logits (token {}'s logit {} / {} overflows); use 0 for "
+          "greedy decoding",
+          options.temperature, i, logits[i], options.temperature));
+    }
+    max_z = std::max(max_z, z);
+  }
   c.weights.resize(c.ids.size());
   for (std::size_t j = 0; j < c.ids.size(); ++j) {
     c.weights[j] = std::exp(static_cast<double>(logits[c.ids[j]]) / options.temperature - max_z);

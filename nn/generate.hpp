@@ -24,7 +24,7 @@ struct SamplingOptions {
   bool greedy = false;       // argmax, whatever the temperature, top_k and top_p
 };
 
-// Throws std::invalid_argument for a temperature that is negative or not finite,
+// Throws std::invalid_argument for a temperature that is negative, subnormal or not finite,
 // a top_k above the vocabulary, or a top_p outside (0, 1].
 void check_sampling_options(const SamplingOptions& options, std::size_t vocab);
 

@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "nn/crc32c.hpp"
 #include "nn/strict_json.hpp"
 
 namespace headroom {
@@ -60,8 +61,25 @@ const TensorRecord* SafetensorsFile::find(std::string_view name) const {
 namespace {
 
 constexpr const char* kMetadataKey = "__metadata__";
+// Each tensor's CRC-32C (nn/crc32c.hpp) as 8 lowercase hex digits, under this prefix
+// and the tensor's name in __metadata__: strings, as the format requires of metadata,
+// so the file stays one that any safetensors reader loads.
+constexpr std::string_view kChecksumPrefix = "crc32c:";
 
 std::string os_reason(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+std::string hex32(std::uint32_t v) { return fmt::format("{:08x}", v); }
+
+std::optional<std::uint32_t> parse_hex32(std::string_view text) {
+  if (text.size() != 8) return std::nullopt;
+  std::uint32_t v = 0;
+  for (const char c : text) {
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return std::nullopt;
+    v = (v << 4) | static_cast<std::uint32_t>(digit);
+  }
+  return v;
+}
 
 // A JSON value for an error message, cut short so a hostile header cannot make the
 // message as long as itself.
@@ -267,21 +285,26 @@ void check_record(const TensorRecord& t) {
 
 std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
   json header = json::object();
-  if (!file.metadata.empty()) {
-    json m = json::object();
-    for (const auto& [key, value] : file.metadata) m[key] = value;
-    header[kMetadataKey] = std::move(m);
+  json metadata = json::object();
+  for (const auto& [key, value] : file.metadata) {
+    if (key.starts_with(kChecksumPrefix)) {
+      throw CheckpointError(
+          fmt::format("safetensors: metadata key '{}' is reserved for the checksums the writer adds", key));
+    }
+    metadata[key] = value;
   }
   std::uint64_t offset = 0;
   for (const TensorRecord& t : file.tensors) {
     check_record(t);
     if (header.contains(t.name)) throw CheckpointError(fmt::format("safetensors: tensor '{}' appears twice", t.name));
+    metadata[std::string(kChecksumPrefix) + t.name] = hex32(crc32c(t.data));
     const std::uint64_t end = offset + t.data.size();
     header[t.name] = json{{"dtype", dtype_name(t.dtype)},
                           {"shape", std::vector<std::size_t>(t.shape.begin(), t.shape.end())},
                           {"data_offsets", {offset, end}}};
     offset = end;
   }
+  if (!metadata.empty()) header[kMetadataKey] = std::move(metadata);
   std::string text;
   try {
     text = header.dump();
@@ -302,13 +325,18 @@ std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file) {
   return out;
 }
 
-SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, const std::string& source) {
-  if (bytes.size() < 8) {
-    throw CheckpointError(
-        fmt::format("{}: the file is {} bytes, too short for the 8-byte header length", source, bytes.size()));
-  }
-  const std::uint64_t header_size = read_u64_le(bytes.data());
-  const std::uint64_t after_length = bytes.size() - 8;
+namespace {
+
+// A header, checked against the size of the data that follows it, before any of
+// that data is read.
+struct Header {
+  std::map<std::string, std::string> metadata;     // without the checksums
+  std::map<std::string, std::uint32_t> checksums;  // tensor name -> CRC-32C of its data
+  std::vector<Entry> entries;                      // sorted by offset; they tile the data
+};
+
+// The 8-byte length field, checked against the limit and against the bytes after it.
+void check_header_length(std::uint64_t header_size, std::uint64_t after_length, const std::string& source) {
   if (header_size > kMaxSafetensorsHeader) {
     throw CheckpointError(fmt::format("{}: header length {} is above the limit of {} bytes", source, header_size,
                                       kMaxSafetensorsHeader));
@@ -318,10 +346,9 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, const std::s
                                       "field)",
                                       source, header_size, after_length));
   }
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_size);
-  const std::uint64_t data_size = after_length - header_size;
-  const std::byte* data = bytes.data() + 8 + header_size;
+}
 
+Header parse_header(std::string_view text, std::uint64_t data_size, const std::string& source) {
   // nlohmann's lexer takes a NUL byte for the end of the input, so "{}\0garbage"
   // would parse; JSON never holds a raw NUL, so we reject it first.
   if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
@@ -331,53 +358,130 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, const std::s
   if (!header.is_object()) {
     throw CheckpointError(fmt::format("{}: the header must be a JSON object, got {}", source, header.type_name()));
   }
-  SafetensorsFile file;
-  std::vector<Entry> entries;
+  Header h;
   for (const auto& [name, value] : header.items()) {
     if (name == kMetadataKey) {
-      file.metadata = parse_metadata(value, source);
+      h.metadata = parse_metadata(value, source);
     } else {
-      entries.push_back(parse_entry(name, value, data_size, source));
+      h.entries.push_back(parse_entry(name, value, data_size, source));
     }
   }
-  check_tiling(entries, data_size, source);
+  check_tiling(h.entries, data_size, source);
+  for (auto it = h.metadata.begin(); it != h.metadata.end();) {
+    if (!it->first.starts_with(kChecksumPrefix)) {
+      ++it;
+      continue;
+    }
+    const std::string tensor = it->first.substr(kChecksumPrefix.size());
+    const std::optional<std::uint32_t> crc = parse_hex32(it->second);
+    if (!crc) {
+      throw CheckpointError(fmt::format("{}: __metadata__ '{}' must be 8 lowercase hex digits (a CRC-32C), got '{}'",
+                                        source, it->first, it->second.substr(0, 40)));
+    }
+    if (std::none_of(h.entries.begin(), h.entries.end(), [&](const Entry& e) { return e.name == tensor; })) {
+      throw CheckpointError(
+          fmt::format("{}: __metadata__ '{}' is the checksum of a tensor the file does not hold", source, it->first));
+    }
+    h.checksums.emplace(tensor, *crc);
+    it = h.metadata.erase(it);
+  }
+  return h;
+}
 
-  // Every range now lies inside the data, so the copies below are in bounds.
-  file.tensors.reserve(entries.size());
-  for (Entry& e : entries) {
+// The records of a checked header, each filled by fill(entry, destination) and
+// checked against its checksum where the header has one.
+template <typename Fill>
+SafetensorsFile assemble(Header& h, const std::string& source, const Fill& fill) {
+  SafetensorsFile file;
+  file.metadata = std::move(h.metadata);
+  file.checksummed = h.checksums.size() == h.entries.size();
+  file.tensors.reserve(h.entries.size());
+  for (Entry& e : h.entries) {
     TensorRecord& t = file.tensors.emplace_back();
     t.name = std::move(e.name);
     t.dtype = e.dtype;
     t.shape = std::move(e.shape);
-    t.data.assign(data + e.begin, data + e.end);
+    t.data.resize(e.end - e.begin);
+    fill(e, t.data.data());
+    if (const auto it = h.checksums.find(t.name); it != h.checksums.end()) {
+      const std::uint32_t actual = crc32c(t.data);
+      if (actual != it->second) {
+        throw CheckpointError(fmt::format(
+            "{}: tensor '{}': the data does not match its checksum (CRC-32C {} in the header, {} computed): the file "
+            "is corrupt",
+            source, t.name, hex32(it->second), hex32(actual)));
+      }
+    }
   }
   return file;
 }
 
+// Closes the descriptor on every path out of read_safetensors.
+struct FileDescriptor {
+  int fd = -1;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Exactly n bytes at offset, or a CheckpointError (an I/O error, or a file that
+// shrank while it was read).
+void read_exactly(int fd, void* destination, std::uint64_t n, std::uint64_t offset, const std::string& source) {
+  auto* p = static_cast<char*>(destination);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, static_cast<std::size_t>(std::min<std::uint64_t>(n, 1u << 30)),
+                                static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw CheckpointError(fmt::format("{}: cannot read: {}", source, os_reason(errno)));
+    if (got == 0) throw CheckpointError(fmt::format("{}: cannot read: the file ended early (did it change?)", source));
+    p += got;
+    n -= static_cast<std::uint64_t>(got);
+    offset += static_cast<std::uint64_t>(got);
+  }
+}
+
+}  // namespace
+
+SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, const std::string& source) {
+  if (bytes.size() < 8) {
+    throw CheckpointError(
+        fmt::format("{}: the file is {} bytes, too short for the 8-byte header length", source, bytes.size()));
+  }
+  const std::uint64_t header_size = read_u64_le(bytes.data());
+  const std::uint64_t after_length = bytes.size() - 8;
+  check_header_length(header_size, after_length, source);
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_size);
+  Header h = parse_header(text, after_length - header_size, source);
+  // Every range now lies inside the data, so the copies are in bounds.
+  const std::byte* data = bytes.data() + 8 + header_size;
+  return assemble(h, source, [&](const Entry& e, std::byte* to) { std::copy(data + e.begin, data + e.end, to); });
+}
+
 SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   const std::string source = path.string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw CheckpointError(fmt::format("{}: cannot open: {}", source, os_reason(errno)));
-  auto refuse = [&](const std::string& reason) {
-    ::close(fd);
-    return CheckpointError(fmt::format("{}: cannot read: {}", source, reason));
-  };
+  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) throw CheckpointError(fmt::format("{}: cannot open: {}", source, os_reason(errno)));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw refuse(os_reason(errno));
-  if (S_ISDIR(st.st_mode)) throw refuse("it is a directory");
-  if (!S_ISREG(st.st_mode)) throw refuse("not a regular file");
-  std::vector<std::byte> bytes;
-  bytes.reserve(static_cast<std::size_t>(st.st_size));
-  std::byte chunk[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw refuse(os_reason(errno));
-    if (n == 0) break;
-    bytes.insert(bytes.end(), chunk, chunk + n);
+  if (::fstat(file.fd, &st) != 0) throw CheckpointError(fmt::format("{}: cannot read: {}", source, os_reason(errno)));
+  if (S_ISDIR(st.st_mode)) throw CheckpointError(fmt::format("{}: cannot read: it is a directory", source));
+  if (!S_ISREG(st.st_mode)) throw CheckpointError(fmt::format("{}: cannot read: not a regular file", source));
+  // The header first, checked against the file's size; then only the bytes it
+  // declares, which tile the rest of the file exactly. Nothing is allocated on the
+  // word of a length field that the file's size contradicts.
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size < 8) {
+    throw CheckpointError(fmt::format("{}: the file is {} bytes, too short for the 8-byte header length", source, size));
   }
-  ::close(fd);
-  return parse_safetensors(bytes, source);
+  std::byte length_field[8];
+  read_exactly(file.fd, length_field, 8, 0, source);
+  const std::uint64_t header_size = read_u64_le(length_field);
+  check_header_length(header_size, size - 8, source);
+  std::string text(static_cast<std::size_t>(header_size), '\0');
+  read_exactly(file.fd, text.data(), header_size, 8, source);
+  Header h = parse_header(text, size - 8 - header_size, source);
+  return assemble(h, source, [&](const Entry& e, std::byte* to) {
+    read_exactly(file.fd, to, e.end - e.begin, 8 + header_size + e.begin, source);
+  });
 }
 
 void write_safetensors(const std::filesystem::path& path, const SafetensorsFile& file) {
@@ -452,6 +556,37 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const st
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
   write_file_atomically(path, std::as_bytes(std::span<const char>(text.data(), text.size())));
+}
+
+void write_directory_atomically(const std::filesystem::path& dir_in, const std::vector<FileToWrite>& files) {
+  namespace fs = std::filesystem;
+  const fs::path dir = dir_in.filename().empty() ? dir_in.parent_path() : dir_in;  // "out/" is "out"
+  const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+  const fs::path tmp = parent / fmt::format(".{}.tmp-{}", dir.filename().string(), ::getpid());
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) throw CheckpointError(fmt::format("cannot write '{}': creating '{}': {}", dir.string(), parent.string(), ec.message()));
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec) || ec) {
+    throw CheckpointError(fmt::format("cannot write '{}': creating '{}': {}", dir.string(), tmp.string(),
+                                      ec ? ec.message() : "it exists"));
+  }
+  try {
+    for (const FileToWrite& f : files) write_file_atomically(tmp / f.name, f.bytes);
+    if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+      const int err = errno;
+      throw CheckpointError(fmt::format("cannot write '{}': renaming '{}' onto it: {}", dir.string(), tmp.string(),
+                                        err == ENOTEMPTY || err == EEXIST ? "it is not empty" : os_reason(err)));
+    }
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  const int dfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);  // the rename made durable where the file system can
+    ::close(dfd);
+  }
 }
 
 }  // namespace headroom

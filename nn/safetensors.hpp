@@ -59,8 +59,11 @@ struct TensorRecord {
 };
 
 struct SafetensorsFile {
-  std::map<std::string, std::string> metadata;  // __metadata__ (absent when empty)
+  std::map<std::string, std::string> metadata;  // __metadata__ (absent when empty), without the checksums
   std::vector<TensorRecord> tensors;            // in file order (sorted by offset)
+  // Read from a file whose every tensor has a checksum, each of which matched. A
+  // file written by an older headroom or another tool has none; it still loads.
+  bool checksummed = false;
 
   // The tensor with this name, or nullptr.
   const TensorRecord* find(std::string_view name) const;
@@ -79,9 +82,11 @@ xt::xarray<T> from_record(const TensorRecord& record, const std::string& source)
 // Largest header we accept (a sane cap against a hostile length field).
 inline constexpr std::uint64_t kMaxSafetensorsHeader = 100u << 20;  // 100 MiB
 
-// The bytes of a file: tensors laid out back to back in the given order, no gaps.
-// Throws CheckpointError on a duplicate or empty name, a name "__metadata__", or
-// data whose length disagrees with dtype and shape.
+// The bytes of a file: tensors laid out back to back in the given order, no gaps,
+// and each tensor's CRC-32C (nn/crc32c.hpp) in __metadata__ under "crc32c:<name>".
+// Throws CheckpointError on a duplicate or empty name, a name "__metadata__", a
+// metadata key of the checksums' form, or data whose length disagrees with dtype
+// and shape.
 std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file);
 
 // Parses bytes in memory; `source` names them in errors (a path). Rejects: fewer
@@ -90,10 +95,13 @@ std::vector<std::byte> serialize_safetensors(const SafetensorsFile& file);
 // field; an unknown dtype; a negative or non-integer shape entry; offsets where
 // begin > end, that overlap, that leave gaps, that do not start at 0, that run
 // past the end, or that leave trailing bytes; a byte range whose length disagrees
-// with dtype and shape; a non-string metadata value.
+// with dtype and shape; a non-string metadata value; a checksum that is not 8 hex
+// digits, names no tensor, or does not match its tensor's data.
 SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, const std::string& source);
 
-// Reads and parses a file (I/O errors name the path and the OS's reason).
+// Reads and parses a file (I/O errors name the path and the OS's reason): its
+// header first, checked against the file's size, then only the data the header
+// declares, so a hostile length field or a huge file of junk costs no memory.
 SafetensorsFile read_safetensors(const std::filesystem::path& path);
 
 // Writes serialize_safetensors(file) to path atomically (write_file_atomically).
@@ -106,5 +114,16 @@ void write_safetensors(const std::filesystem::path& path, const SafetensorsFile&
 // removed and an existing file at path is left untouched.
 void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes);
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
+
+// Writes a directory of files so that a reader sees none of it or all of it: the
+// files go into a temporary sibling (".NAME.tmp-PID"), each written as above, and
+// the sibling is renamed onto `dir`, which must be missing or an empty directory
+// (rename replaces an empty one). Its missing parents are made. Errors are
+// CheckpointErrors naming the path; the temporary is removed and `dir` untouched.
+struct FileToWrite {
+  std::string name;  // a plain file name inside the directory
+  std::span<const std::byte> bytes;
+};
+void write_directory_atomically(const std::filesystem::path& dir, const std::vector<FileToWrite>& files);
 
 }  // namespace headroom

@@ -1,6 +1,9 @@
 #include "optim/optimizer.hpp"
 
+#include <cmath>
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -17,6 +20,7 @@ Optimizer<T>::Optimizer(const char* name, NamedParameters<T> params, double lr,
                         double weight_decay, bool exclude_from_decay)
     : name_(name), params_(std::move(params)) {
   detail::require_finite_non_negative(name_, "lr", lr);
+  require_in_range(lr);
   detail::require_finite_non_negative(name_, "weight_decay", weight_decay);
   lr_ = lr;
   if (params_.empty()) {
@@ -45,6 +49,17 @@ Optimizer<T>::Optimizer(const char* name, NamedParameters<T> params, double lr,
   }
 }
 
+// The update is computed in T: an lr that T cannot hold would be infinite there.
+template <typename T>
+void Optimizer<T>::require_in_range(double lr) const {
+  if (!std::isfinite(static_cast<T>(lr))) {
+    throw std::invalid_argument(fmt::format("{}: lr must be at most {:g} (the largest {}, in which the update is "
+                                            "computed), got {}",
+                                            name_, static_cast<double>(std::numeric_limits<T>::max()),
+                                            std::is_same_v<T, float> ? "float" : "double", lr));
+  }
+}
+
 template <typename T>
 void Optimizer<T>::zero_grad() {
   for (auto& [pname, p] : params_) p.zero_grad();
@@ -53,6 +68,7 @@ void Optimizer<T>::zero_grad() {
 template <typename T>
 void Optimizer<T>::set_lr(double lr) {
   detail::require_finite_non_negative(name_, "lr", lr);
+  require_in_range(lr);
   lr_ = lr;
 }
 

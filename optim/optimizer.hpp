@@ -79,6 +79,7 @@ class Optimizer {
   const xt::xarray<T>* gradient_for_step(std::size_t i, const Shape& state_shape) const;
   // Throws unless `state` has parameter i's shape (for set_state).
   void require_state_shape(std::size_t i, const char* what, const Shape& state) const;
+  void require_in_range(double lr) const;
 
   const char* name_;
   NamedParameters<T> params_;

@@ -1,10 +1,15 @@
 // Runs a program (the headroom binary by default) with arguments and captures its exit status and output.
 #pragma once
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <string>
-#include <sys/wait.h>
 
 #include <doctest/doctest.h>
 
@@ -27,6 +32,35 @@ inline CliResult run_program(const std::string& program, const std::string& args
 }
 
 inline CliResult run_headroom(const std::string& args) { return run_program(HEADROOM_BIN, args); }
+
+extern "C" char** environ;
+
+// A headroom process started in the background, its output to a file.
+struct Child {
+  pid_t pid = -1;
+  std::filesystem::path log;
+};
+
+inline Child spawn_headroom(const std::string& args, const std::filesystem::path& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  // exec, so that the PID is headroom's own and a SIGKILL reaches it, not a shell
+  const std::string command = "exec " + std::string(HEADROOM_BIN) + " " + args;
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  Child c{.pid = -1, .log = log};
+  REQUIRE(posix_spawn(&c.pid, "/bin/sh", &actions, nullptr, const_cast<char* const*>(argv), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  return c;
+}
+
+// The child's exit status, or 128 + the signal that ended it.
+inline int wait_for(const Child& c) {
+  int status = 0;
+  REQUIRE(waitpid(c.pid, &status, 0) == c.pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 inline int count_lines(const std::string& s) {
   int n = 0;

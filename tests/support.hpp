@@ -43,6 +43,8 @@ class TempDir {
   std::filesystem::path operator/(const std::filesystem::path& p) const { return path_ / p; }
   // The names of the entries in it, sorted.
   std::vector<std::string> entries() const;
+  // The same for any directory.
+  static std::vector<std::string> entries_of(const std::filesystem::path& dir);
   // Writes `bytes` verbatim to the file `name` in it, and returns that file's path.
   std::filesystem::path write(const std::string& name, const std::string& bytes) const;
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <span>
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/checkpoint.hpp"
+#include "nn/crc32c.hpp"
 #include "support.hpp"
 
 namespace hr = headroom;
@@ -604,4 +606,103 @@ TEST_CASE("the fuzzing seed corpus parses and loads") {
     ++seeds;
   }
   CHECK(seeds >= 3);
+}
+
+// ---- checksums and reading only what the header declares (issue 44) ----------------
+
+TEST_CASE("crc32c: the standard check value, and the instruction equals the table on every length and offset") {
+  const std::string check = "123456789";
+  CHECK(hr::crc32c(std::as_bytes(std::span(check))) == 0xE3069283u);  // CRC-32C's published check value
+  CHECK(hr::crc32c_portable(std::as_bytes(std::span(check))) == 0xE3069283u);
+  CHECK(hr::crc32c({}) == 0u);
+  hr::Rng rng(32);
+  std::vector<std::byte> bytes(300);
+  for (auto& b : bytes) b = static_cast<std::byte>(rng.below(256));
+  for (std::size_t offset = 0; offset < 9; ++offset) {
+    for (std::size_t n = 0; offset + n <= bytes.size(); n += 1 + n / 7) {
+      const std::span<const std::byte> s(bytes.data() + offset, n);
+      CAPTURE(offset);
+      CAPTURE(n);
+      CHECK(hr::crc32c(s) == hr::crc32c_portable(s));
+      // Continued over two halves, it is the checksum of the whole.
+      CHECK(hr::crc32c(s.subspan(n / 2), hr::crc32c(s.first(n / 2))) == hr::crc32c(s));
+    }
+  }
+}
+
+TEST_CASE("safetensors: every tensor's CRC-32C is in __metadata__, checked on read, invisible to the caller") {
+  auto model = tiny_model<float>(1);
+  const hr::SafetensorsFile file = hr::checkpoint_of(*model, kTiny, hr::DType::f32, {{"data", "copy"}});
+  const std::vector<std::byte> bytes = hr::serialize_safetensors(file);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint64_t>(bytes[i]);
+  const auto header = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(bytes.data() + 8), n));
+  for (const hr::TensorRecord& t : file.tensors) {
+    CAPTURE(t.name);
+    CHECK(header["__metadata__"]["crc32c:" + t.name] == fmt::format("{:08x}", hr::crc32c(t.data)));
+  }
+  const hr::SafetensorsFile back = hr::parse_safetensors(bytes, "mem");
+  CHECK(back.checksummed);
+  CHECK(back.metadata == file.metadata);  // the checksums are the container's, not the caller's
+
+  // One flipped bit of any tensor's data is an error naming the file and the tensor.
+  std::uint64_t offset = 0;
+  for (const hr::TensorRecord& t : file.tensors) {
+    std::vector<std::byte> flipped = bytes;
+    flipped[8 + n + offset + t.data.size() / 2] ^= std::byte{0x10};
+    CHECK_THROWS_WITH_AS(hr::parse_safetensors(flipped, "f.safetensors"),
+                         doctest::Contains("f.safetensors: tensor '" + t.name + "': the data does not match its checksum"),
+                         hr::CheckpointError);
+    offset += t.data.size();
+  }
+
+  // A file without checksums (an older headroom, another tool) still loads, unchecked.
+  const std::string plain = object({entry("a", R"("F32")", "[1]", "[0, 4]")});
+  const hr::SafetensorsFile unchecked = hr::parse_safetensors(file_bytes(plain, 4), "old");
+  CHECK_FALSE(unchecked.checksummed);
+  CHECK(unchecked.tensors.size() == 1);
+  // Malformed checksums, and one for a tensor the file lacks, are refused.
+  const auto with_meta = [](const std::string& meta) {
+    return file_bytes(object({entry("a", R"("F32")", "[1]", "[0, 4]"), R"("__metadata__": )" + meta}), 4);
+  };
+  CHECK_THROWS_WITH_AS(hr::parse_safetensors(with_meta(R"({"crc32c:a": "12345"})"), "m"),
+                       doctest::Contains("must be 8 lowercase hex digits"), hr::CheckpointError);
+  CHECK_THROWS_WITH_AS(hr::parse_safetensors(with_meta(R"({"crc32c:a": "DEADBEEF"})"), "m"),
+                       doctest::Contains("must be 8 lowercase hex digits"), hr::CheckpointError);
+  CHECK_THROWS_WITH_AS(hr::parse_safetensors(with_meta(R"({"crc32c:b": "00000000"})"), "m"),
+                       doctest::Contains("the checksum of a tensor the file does not hold"), hr::CheckpointError);
+  const std::uint32_t zeros = hr::crc32c(std::vector<std::byte>(4));
+  CHECK(hr::parse_safetensors(with_meta(fmt::format(R"({{"crc32c:a": "{:08x}"}})", zeros)), "m").checksummed);
+  // The writer's key is reserved.
+  CHECK_THROWS_WITH_AS(hr::serialize_safetensors({.metadata = {{"crc32c:a", "00000000"}}, .tensors = {}}),
+                       doctest::Contains("is reserved for the checksums"), hr::CheckpointError);
+}
+
+TEST_CASE("read_safetensors: a huge file is refused from its header, without reading or allocating its data") {
+  const TempDir tmp("huge_safetensors");
+  const auto sparse = [&](const std::string& name, const std::vector<std::byte>& head, std::uintmax_t size) {
+    const fs::path p = tmp / name;
+    {
+      std::ofstream out(p, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
+    }
+    fs::resize_file(p, size);  // a hole: takes no disk
+    return p;
+  };
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  // Junk in the length field (the issue's `head -c 1M /dev/urandom; truncate -s 20G`).
+  std::vector<std::byte> junk(64);
+  hr::Rng rng(7);
+  for (auto& b : junk) b = static_cast<std::byte>(rng.below(256));
+  junk[7] = std::byte{0x9f};  // a length above the 100 MiB limit, whatever the other bytes
+  CHECK_THROWS_WITH_AS(hr::read_safetensors(sparse("junk.safetensors", junk, std::uintmax_t{20} << 30)),
+                       doctest::Contains("is above the limit"), hr::CheckpointError);
+  // A valid header declaring 4 bytes of data, in a 20 GiB file.
+  const std::string header = object({entry("a", R"("F32")", "[1]", "[0, 4]")});
+  CHECK_THROWS_WITH_AS(hr::read_safetensors(sparse("long.safetensors", file_bytes(header, 4), std::uintmax_t{20} << 30)),
+                       doctest::Contains("trailing bytes after the last tensor"), hr::CheckpointError);
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  CHECK(after.ru_maxrss - before.ru_maxrss < 64 * 1024);  // KiB: nothing near the file's size was taken
 }

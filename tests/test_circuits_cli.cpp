@@ -108,7 +108,17 @@ TEST_CASE("headroom circuits: user mistakes are one line and exit status 2, nami
   check_refused(m + "--input 3 --example 1", "--input excludes --example");
   check_refused(m + "--top 0", "--top");
   check_refused(m + "--out " + (dir / "model.safetensors").string(), "is a file, not a directory");
-  check_refused(m + "--out " + (dir / "no/such").string(), "the directory '" + (dir / "no").string() + "' does not exist");
+  // Not made where it cannot be: under a file, or at a symbolic link to nothing; and
+  // refused before the analysis is printed (one line).
+  check_refused(m + "--out " + (dir / "model.safetensors/sub").string(), "cannot be made: '" + (dir / "model.safetensors").string() + "' is a file");
+  const TempDir links("circuits_links");
+  fs::create_symlink(links / "nowhere", links / "dangling");
+  check_refused(m + "--out " + (links / "dangling").string(), "is a symbolic link to nothing");
+  // Made, with its missing parents, as --help says.
+  const CliResult made = run_headroom(m + "--out " + (links / "a/b/c").string());
+  INFO(made.output);
+  CHECK(made.status == 0);
+  CHECK(fs::exists(links / "a/b/c/dla.csv"));
   const CliResult help = run_headroom("circuits --help");
   CHECK(help.status == 0);
   for (const char* flag : {"--model", "--input", "--example", "--position", "--answer", "--wrong", "--top", "--out"}) {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
@@ -603,4 +605,67 @@ TEST_CASE("eval and heads on a model trained with --threads 2 use one thread whe
   INFO(heads.output);
   CHECK(heads.status == 0);
   CHECK(heads.output.find("\nthreads   1 of the 2 threads asked: a forward pass of") != std::string::npos);
+}
+
+TEST_CASE("a cgroup v2 memory.max is seen: the tightest of the group and its ancestors, less what each uses") {
+  const TempDir root("limits_cgroup");
+  const auto put = [&](const std::string& dir, const std::string& file, const std::string& text) {
+    fs::create_directories(root / dir);
+    std::ofstream(root / dir / file) << text << "\n";
+  };
+  put("", "memory.current", "999");  // the hierarchy's root has no memory.max
+  put("a", "memory.max", "max");
+  put("a", "memory.current", "100");
+  put("a/b", "memory.max", "1000000");
+  put("a/b", "memory.current", "250000");
+  put("a/b/c", "memory.max", "max");
+  std::optional<hr::AvailableMemory> m = hr::cgroup_available_memory(root.path(), "/a/b/c");
+  REQUIRE(m.has_value());
+  CHECK(m->bytes == 750000);
+  CHECK(m->source.find((root / "a/b/memory.max").string()) != std::string::npos);
+  // A tighter group below wins; a group at its limit leaves 0.
+  put("a/b/c", "memory.max", "300000");
+  put("a/b/c", "memory.current", "290000");
+  m = hr::cgroup_available_memory(root.path(), "/a/b/c");
+  REQUIRE(m.has_value());
+  CHECK(m->bytes == 10000);
+  put("a/b/c", "memory.current", "400000");
+  CHECK(hr::cgroup_available_memory(root.path(), "/a/b/c")->bytes == 0);
+  // No limit anywhere: nothing to say.
+  CHECK_FALSE(hr::cgroup_available_memory(root.path(), "/a").has_value());
+  CHECK_FALSE(hr::cgroup_available_memory(root.path(), "/").has_value());
+}
+
+TEST_CASE("a --text that would not fit once read is refused before it is read, and counted in the step's estimate") {
+  const TempDir dir("limits_text");
+  std::string text;
+  for (int i = 0; text.size() < 200000; ++i) text += "the quick brown fox " + std::to_string(i) + "\n";
+  const fs::path file = dir.write("big.txt", text);
+  const CliResult r = run_limited("train --text " + file.string() + " --seq-len 8 --d-model 8 --heads 2 --layers 1 "
+                                  "--steps 1 --no-save -q",
+                                  "1M");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(count_lines(r.output) == 1);
+  CHECK(r.output.find("--text " + file.string() + ": reading it needs about 2.3 MiB") != std::string::npos);
+  // The step's estimate counts the text's ids (8 bytes a character) as data.
+  hr::TrainConfig c;
+  c.data.text = file.string();
+  c.data.seq_len = 8;
+  const hr::MemoryEstimate with_text = hr::estimate_training_memory(c, 30);
+  c.data.text = (dir / "missing.txt").string();
+  const hr::MemoryEstimate without = hr::estimate_training_memory(c, 30);
+  CHECK(with_text.data - without.data == doctest::Approx(8.0 * static_cast<double>(text.size())));
+}
+
+TEST_CASE("ablate refuses a grid whose plan alone would not fit, before planning") {
+  const TempDir dir("limits_plan");
+  const std::string out = (dir / "s").string();
+  const CliResult r = run_limited("ablate --heads 1,2,4,8 --seeds 5000 --max-runs 1000000 --steps 1 --out " + out, "64M");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(count_lines(r.output) == 1);
+  CHECK(r.output.find("= 20000 runs, whose plan alone needs about " + hr::format_bytes(20000 * hr::kPlanBytesPerRun)) !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(out));
 }

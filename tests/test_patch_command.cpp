@@ -151,6 +151,9 @@ TEST_CASE("headroom patch refuses bad input in one line before writing anything"
   check_refused("patch --model " + m + " --clean '3 4 5 6 7 8 9 10 11 12 13 14 15' --corrupted "
                 "'3 4 5 6 7 8 9 10 11 12 13 14 3' --answer 4 --wrong 5" + out,
                 "--clean: 13 tokens are more than the model's max_len 12");
+  // Identical inputs: the recovered fractions would all be 0 / 0 (it printed nan).
+  check_refused("patch --model " + m + " --clean '3 4 5' --corrupted '3 4 5' --answer 4 --wrong 5" + out,
+                "--corrupted '3 4 5': is the same input as --clean");
   CHECK_FALSE(fs::exists(dir.path() / "never"));
   const fs::path file = dir.path() / "file";
   std::ofstream(file) << "x";

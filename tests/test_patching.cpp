@@ -296,6 +296,12 @@ TEST_CASE("run_patched and patch_batch refuse what they cannot do") {
           hr::run_patched(f.model, f.batch.corrupted, {{.point = hr::HookPoint::head_out, .layer = 0, .head = 4}}, clean);
         }) == "run_patched: head_out of layer 0, head 4 is outside the value's shape (6, 12, 4, 4)");
   CHECK(error_of([] { hr::patch_batch({}); }) == "patch_batch: no pairs");
+  // Corrupted equal to clean: every recovered fraction would be 0 / 0.
+  hr::PatchBatch same = f.batch;
+  same.corrupted = same.clean;
+  const std::string no_span = error_of([&] { hr::patch_activations(f.model, same, {}); });
+  CHECK(no_span.find("patching: the clean and corrupted runs give the same logit difference") == 0);
+  CHECK(no_span.find("pair 0's clean and corrupted tokens are identical") != std::string::npos);
   // numpy.corrcoef([1, 2, 3], [2, 4, 6.5])[0, 1]
   CHECK(hr::pearson({1, 2, 3}, {2, 4, 6.5}) == doctest::Approx(0.9979487157886733).epsilon(1e-12));
   CHECK(std::isnan(hr::pearson({1, 1, 1}, {2, 4, 6})));

@@ -30,8 +30,6 @@
 #include "support.hpp"
 #include "train/out_dir.hpp"
 
-extern char** environ;
-
 namespace hr = headroom;
 namespace fs = std::filesystem;
 
@@ -45,32 +43,6 @@ hr::Shard shard_in(const Env& env) {
     if (it == env.end()) return std::nullopt;
     return it->second;
   });
-}
-
-// A headroom process started in the background, its output to a file.
-struct Child {
-  pid_t pid = -1;
-  fs::path log;
-};
-
-Child spawn_headroom(const std::string& args, const fs::path& log) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  // exec, so that the PID is headroom's own and a SIGKILL reaches it, not a shell
-  const std::string command = "exec " + std::string(HEADROOM_BIN) + " " + args;
-  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  Child c{.pid = -1, .log = log};
-  REQUIRE(posix_spawn(&c.pid, "/bin/sh", &actions, nullptr, const_cast<char* const*>(argv), environ) == 0);
-  posix_spawn_file_actions_destroy(&actions);
-  return c;
-}
-
-int wait_for(const Child& c) {
-  int status = 0;
-  REQUIRE(waitpid(c.pid, &status, 0) == c.pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 struct Attempt {

@@ -11,6 +11,7 @@
 #include "data/task_defaults.hpp"
 #include "nn/config_json.hpp"
 #include "train/config_fields.hpp"
+#include "train/optim_setup.hpp"
 
 namespace headroom {
 namespace {
@@ -145,6 +146,7 @@ void TrainConfig::validate() const {
   if (o.schedule == LrScheduleKind::warmup_cosine && o.warmup > o.steps) {
     throw std::invalid_argument(fmt::format("warmup {} is longer than steps {}", o.warmup, o.steps));
   }
+  check_optimizer_settings(o);
 }
 
 TaskOptions task_options(const DataConfig& d) {

@@ -38,7 +38,7 @@ HeadLogRow parse_row(const fs::path& file, const std::string& line) {
 
 }  // namespace
 
-HeadLogWriter HeadLogWriter::open(const fs::path& out_dir, bool resume, std::size_t resume_step) {
+std::string HeadLogWriter::initial_text(const fs::path& out_dir, bool resume, std::size_t resume_step) {
   const fs::path file = out_dir / "tracked_heads.csv";
   std::string kept = std::string(kHeader) + "\n";
   if (resume && fs::exists(file)) {
@@ -60,7 +60,12 @@ HeadLogWriter HeadLogWriter::open(const fs::path& out_dir, bool resume, std::siz
       kept += line + "\n";
     }
   }
-  write_file_atomically(file, kept);
+  return kept;
+}
+
+HeadLogWriter HeadLogWriter::open(const fs::path& out_dir, const std::string& initial_text) {
+  const fs::path file = out_dir / "tracked_heads.csv";
+  write_file_atomically(file, initial_text);
   HeadLogWriter w;
   w.out_.open(file, std::ios::app);
   if (!w.out_) throw std::invalid_argument(fmt::format("cannot write {}", file.string()));

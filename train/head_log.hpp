@@ -38,11 +38,14 @@ struct HeadLogRow {
 class HeadLogWriter {
  public:
   HeadLogWriter() = default;  // writes nothing
-  // A new run: the header alone. Resuming at `resume_step`: the rows up to and
-  // including it, so that the file reads as one run (a run resumed with tracking on
-  // that had it off before starts the file). Replaced atomically;
-  // std::invalid_argument naming the file when it cannot be read or written.
-  static HeadLogWriter open(const std::filesystem::path& out_dir, bool resume, std::size_t resume_step);
+  // What DIR/tracked_heads.csv starts with. A new run: the header alone. Resuming
+  // at `resume_step`: the rows up to and including it, so that the file reads as
+  // one run (a run resumed with tracking on that had it off before starts the
+  // file). Reads, never writes (as MetricsWriter::initial_text); std::invalid_argument
+  // naming the file when it cannot be read.
+  static std::string initial_text(const std::filesystem::path& out_dir, bool resume, std::size_t resume_step);
+  // Replaces the file with `initial_text` atomically and appends after it.
+  static HeadLogWriter open(const std::filesystem::path& out_dir, const std::string& initial_text);
 
   bool is_open() const { return out_.is_open(); }
   void append(std::size_t step, const std::vector<HeadTrack>& heads);  // one row per head, flushed

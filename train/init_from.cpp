@@ -1,5 +1,6 @@
 #include "train/init_from.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <stdexcept>
@@ -70,6 +71,20 @@ void check_init_data(const TrainConfig& c, const InitSource& source) {
                             key, value.dump(), ours.at(key).dump()));
     }
   }
+}
+
+void check_init_from_outside(const InitSource& source, const std::filesystem::path& out_dir) {
+  std::error_code file_ec, dir_ec;
+  const std::filesystem::path file = std::filesystem::weakly_canonical(source.run.file, file_ec);
+  std::filesystem::path dir = std::filesystem::weakly_canonical(out_dir, dir_ec);
+  if (file_ec || dir_ec) return;
+  if (dir.filename().empty()) dir = dir.parent_path();  // "m/" is "m"
+  const auto [end, unused] = std::mismatch(dir.begin(), dir.end(), file.begin(), file.end());
+  if (end != dir.end()) return;
+  throw std::invalid_argument(fmt::format(
+      "--init-from {}: the model lies inside --out {}, which --overwrite would delete before it is read; write the "
+      "new run to another --out",
+      source.run.source, out_dir.string()));
 }
 
 void check_init_source(const TrainConfig& c, const InitSource& source) {

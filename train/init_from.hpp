@@ -37,6 +37,10 @@ void check_init_source(const TrainConfig& config, const InitSource& source);
 // Its data half alone, for a config not yet finalized (before the data is made).
 void check_init_data(const TrainConfig& config, const InitSource& source);
 
+// Refuses a source that lies inside `out_dir` when the run will replace what
+// `out_dir` holds (--overwrite): the model would be deleted before it is read.
+void check_init_from_outside(const InitSource& source, const std::filesystem::path& out_dir);
+
 // check_init_source, then `model` (built from config.model) gets DIR's weights,
 // pooled to config.model.n_kv_heads.
 void load_init_weights(const TrainConfig& config, TransformerLM<float>& model);

@@ -74,9 +74,13 @@ std::vector<std::string> csv_cells(const std::string& line) {
   return cells;
 }
 
-MetricsWriter MetricsWriter::open(const fs::path& out_dir, bool resume, std::size_t resume_step) {
+std::string MetricsWriter::initial_text(const fs::path& out_dir, bool resume, std::size_t resume_step) {
+  return resume ? rows_up_to(out_dir / "metrics.csv", resume_step) : header_line();
+}
+
+MetricsWriter MetricsWriter::open(const fs::path& out_dir, const std::string& initial_text) {
   const fs::path file = out_dir / "metrics.csv";
-  write_file_atomically(file, resume ? rows_up_to(file, resume_step) : header_line());
+  write_file_atomically(file, initial_text);
   MetricsWriter w;
   w.out_.open(file, std::ios::app);
   if (!w.out_) throw std::invalid_argument(fmt::format("cannot write {}", file.string()));

@@ -46,12 +46,17 @@ struct MetricsRow {
 class MetricsWriter {
  public:
   MetricsWriter() = default;  // writes nothing
-  // A new run: the header alone. Resuming at `resume_step`: the rows up to and
-  // including it (the interrupted run may have written rows past its last
-  // checkpoint), so that the file reads as one run; a file from before the
-  // val_excess_loss column gains it, empty in its old rows. The file is replaced
-  // atomically; std::invalid_argument naming it when it cannot be read or written.
-  static MetricsWriter open(const std::filesystem::path& out_dir, bool resume, std::size_t resume_step);
+  // What DIR/metrics.csv starts with. A new run: the header alone. Resuming at
+  // `resume_step`: the rows up to and including it (the interrupted run may have
+  // written rows past its last checkpoint), so that the file reads as one run; a
+  // file from before the val_excess_loss column gains it, empty in its old rows.
+  // Reads, never writes: a caller computes it before it changes any file, so that
+  // an unreadable metrics.csv stops a resume with the run as it was.
+  // std::invalid_argument naming the file when it cannot be read.
+  static std::string initial_text(const std::filesystem::path& out_dir, bool resume, std::size_t resume_step);
+  // Replaces DIR/metrics.csv with `initial_text` atomically and appends after it;
+  // std::invalid_argument naming the file when it cannot be written.
+  static MetricsWriter open(const std::filesystem::path& out_dir, const std::string& initial_text);
 
   bool is_open() const { return out_.is_open(); }
   void append(const MetricsRow& row);  // one row, flushed

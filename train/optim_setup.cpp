@@ -19,6 +19,12 @@ std::unique_ptr<Optimizer<float>> make_optimizer(const OptimConfig& o, NamedPara
   throw std::invalid_argument("make_optimizer: not an OptimizerKind");  // unreachable
 }
 
+void check_optimizer_settings(const OptimConfig& o) {
+  NamedParameters<float> one{{"check", Tensor<float>(xt::xarray<float>{0.0f}, true)}};
+  (void)make_optimizer(o, std::move(one));
+  (void)make_schedule(o);
+}
+
 LrSchedule make_schedule(const OptimConfig& o) {
   // --lr is the peak for every schedule.
   return LrSchedule::of_kind(o.schedule,

@@ -5,6 +5,8 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -28,16 +30,20 @@ bool is_run_entry(const std::string& name) {
          kRunEntries.end();
 }
 
-// The PID in a temporary's name: ".step-N.tmp-PID", ".step-N.old-PID" (checkpoints)
-// or "NAME.tmp.PID.N" (write_file_atomically); nothing for any other name.
+// The PID in a temporary's name: ".step-N.tmp-PID", ".step-N.old-PID",
+// ".step-N.pruned-PID" (checkpoints), ".overwritten-PID" (a run --overwrite is
+// removing) or "NAME.tmp.PID.N" (write_file_atomically); nothing for any other name.
 std::optional<std::uint64_t> temporary_pid(const std::string& name, bool in_checkpoints) {
   if (in_checkpoints) {
     if (name.rfind(".step-", 0) != 0) return std::nullopt;
-    for (const char* tag : {".tmp-", ".old-"}) {
+    for (const std::string_view tag : {".tmp-", ".old-", ".pruned-"}) {
       const std::size_t at = name.rfind(tag);
-      if (at != std::string::npos && at > 6) return parse_whole_number(std::string_view(name).substr(at + 5));
+      if (at != std::string::npos && at > 6) return parse_whole_number(std::string_view(name).substr(at + tag.size()));
     }
     return std::nullopt;
+  }
+  if (name.starts_with(kOverwrittenPrefix)) {
+    return parse_whole_number(std::string_view(name).substr(std::string_view(kOverwrittenPrefix).size()));
   }
   const std::size_t at = name.rfind(".tmp.");
   if (at == std::string::npos || at == 0) return std::nullopt;
@@ -81,6 +87,84 @@ Contents contents_of(const fs::path& dir) {
   return c;
 }
 
+// Why `path` (not followed if a symlink) could not be deleted, or "": its parent
+// must let us remove entries, and neither it nor, for a directory, what it holds may
+// be immutable or append-only (chattr +i, +a), which no permission overrides.
+std::string why_not_removable(const fs::path& path) {
+  if (::access(path.parent_path().c_str(), W_OK | X_OK) != 0) {
+    return fmt::format("{} cannot be removed from {}: {}", path.filename().string(), path.parent_path().string(),
+                       std::strerror(errno));
+  }
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (fs::is_symlink(st)) return "";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    int flags = 0;
+    const bool known = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+    ::close(fd);
+    if (known && (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)) != 0) {
+      return fmt::format("{} is {} (chattr)", path.string(), (flags & FS_IMMUTABLE_FL) ? "immutable" : "append-only");
+    }
+  }
+  if (fs::is_directory(st)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+      if (std::string why = why_not_removable(e.path()); !why.empty()) return why;
+    }
+    if (ec) return fmt::format("cannot list {}: {}", path.string(), ec.message());
+  }
+  return "";
+}
+
+// --overwrite: the old run's entries are checked, moved together out of sight into
+// DIR/.overwritten-PID (one rename each, all undone if one fails), and deleted only
+// then, so that a run which cannot be removed whole is refused with every file in
+// place, and a kill leaves the old run or the empty directory, never half of it.
+// The run entries of `dir`, each checked for removal (why_not_removable).
+std::vector<fs::path> removable_run_entries(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> entries;
+  for (const char* name : kRunEntries) {
+    if (fs::exists(fs::symlink_status(dir / name, ec))) entries.push_back(dir / name);
+  }
+  for (const fs::path& entry : entries) {
+    if (std::string why = why_not_removable(entry); !why.empty()) {
+      throw std::invalid_argument(fmt::format("--overwrite: cannot replace the run in {}: {}; nothing was removed",
+                                              dir.string(), why));
+    }
+  }
+  return entries;
+}
+
+void remove_old_run(const fs::path& dir) {
+  std::error_code ec;
+  const std::vector<fs::path> entries = removable_run_entries(dir);
+  const fs::path trash = dir / fmt::format("{}{}", kOverwrittenPrefix, ::getpid());
+  fs::remove_all(trash, ec);
+  if (!fs::create_directory(trash, ec) || ec) {
+    throw std::invalid_argument(
+        fmt::format("--overwrite: cannot create {}: {}; nothing was removed", trash.string(), ec.message()));
+  }
+  std::vector<fs::path> moved;
+  for (const fs::path& entry : entries) {
+    fs::rename(entry, trash / entry.filename(), ec);
+    if (ec) {
+      const std::string why = ec.message();
+      for (const fs::path& back : moved) fs::rename(trash / back.filename(), back, ec);
+      fs::remove(trash, ec);
+      throw std::invalid_argument(
+          fmt::format("--overwrite: cannot move {} aside: {}; nothing was removed", entry.string(), why));
+    }
+    moved.push_back(entry);
+  }
+  fs::remove_all(trash, ec);
+  if (ec) {
+    throw std::invalid_argument(fmt::format("--overwrite: the old run is out of the way in {}, but deleting it failed: "
+                                            "{}; delete it yourself",
+                                            trash.string(), ec.message()));
+  }
+}
+
 }  // namespace
 
 bool check_out_dir(const fs::path& dir, OutDirUse use) {
@@ -111,6 +195,7 @@ bool check_out_dir(const fs::path& dir, OutDirUse use) {
                     "with --overwrite",
                     dir.string(), some_entries(c.run), dir.string()));
   }
+  if (is_run && use == OutDirUse::overwrite) (void)removable_run_entries(dir);
   return is_run;
 }
 
@@ -228,12 +313,7 @@ RunDirLock open_out_dir(const fs::path& dir, OutDirUse use, bool locked) {
   fs::create_directories(dir, ec);
   if (ec) throw std::invalid_argument(fmt::format("cannot create output directory {}: {}", dir.string(), ec.message()));
   RunDirLock lock = locked ? RunDirLock() : RunDirLock::acquire(dir);
-  if (has_run && use == OutDirUse::overwrite) {
-    for (const char* entry : kRunEntries) {
-      fs::remove_all(dir / entry, ec);
-      if (ec) throw std::invalid_argument(fmt::format("--overwrite: cannot remove {}: {}", (dir / entry).string(), ec.message()));
-    }
-  }
+  if (has_run && use == OutDirUse::overwrite) remove_old_run(dir);
   remove_stale_temporaries(dir, true);
   return lock;
 }

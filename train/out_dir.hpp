@@ -11,6 +11,8 @@
 //     DIR/NAME.tmp.PID.N                  a write_file_atomically in progress (nn/safetensors.hpp)
 //     DIR/checkpoints/.step-N.tmp-PID     a checkpoint being saved (train/resume.hpp)
 //     DIR/checkpoints/.step-N.old-PID     a checkpoint being replaced
+//     DIR/checkpoints/.step-N.pruned-PID  a checkpoint being pruned
+//     DIR/.overwritten-PID/               the run entries --overwrite is removing
 #pragma once
 
 #include <array>
@@ -26,6 +28,7 @@ namespace headroom {
 inline constexpr std::array<const char*, 6> kRunEntries{"config.json", "metrics.csv", "model.safetensors",
                                                         "checkpoints", "tracked_heads.csv", "tracked_heads.svg"};
 inline constexpr const char* kLockFile = ".lock";
+inline constexpr const char* kOverwrittenPrefix = ".overwritten-";
 // Entries a directory may hold beside a run, or alone, that say nothing about the run:
 // check_out_dir ignores them and --overwrite keeps them.
 inline constexpr std::array<const char*, 2> kKeptEntries{kLockFile, "attempts.log"};

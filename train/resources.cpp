@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "autograd/parallel.hpp"
+#include "autograd/whole_number.hpp"
 #include "nn/param_count.hpp"
 #include "train/step.hpp"
 
@@ -21,6 +23,20 @@ namespace {
 
 constexpr double kFloat = 4;  // bytes: the models train in float
 constexpr double kIndex = 8;  // bytes: a token id (Index)
+// A --text file in memory, per byte of the file: its ids (one per character, at
+// most one per byte) for as long as the run lasts, and while it is read also its
+// code points (4 bytes each), from which the ids are made (data/char_dataset.cpp).
+constexpr double kTextResident = kIndex;
+constexpr double kTextReading = kIndex + 4;
+
+// The size of the run's --text file, or 0 for a toy task (or a file not there, which
+// the dataset refuses with a better message).
+double text_bytes(const TrainConfig& c) {
+  if (c.data.text.empty()) return 0;
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(c.data.text, ec);
+  return ec ? 0 : static_cast<double>(size);
+}
 
 // The sizes the estimates use, with ModelConfig::resolved()'s zeros filled in.
 struct Sizes {
@@ -110,6 +126,27 @@ std::optional<double> parse_memory_limit(const char* text) {
   return v * scale;
 }
 
+// Where the cgroup v2 hierarchy is mounted (a "cgroup2" line of mountinfo), and
+// this process's place in it (the "0::" line of /proc/self/cgroup).
+std::optional<std::pair<std::filesystem::path, std::string>> own_cgroup() {
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  std::filesystem::path root;
+  while (root.empty() && std::getline(mounts, line)) {
+    const std::size_t dash = line.find(" - cgroup2 ");
+    if (dash == std::string::npos) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string id, parent, device, mount_root, mount_point;
+    if (fields >> id >> parent >> device >> mount_root >> mount_point) root = mount_point;
+  }
+  if (root.empty()) return std::nullopt;
+  std::ifstream groups("/proc/self/cgroup");
+  while (std::getline(groups, line)) {
+    if (line.starts_with("0::")) return std::make_pair(root, line.substr(3));
+  }
+  return std::nullopt;
+}
+
 std::optional<double> mem_available() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -146,7 +183,7 @@ MemoryEstimate estimate_training_memory(const TrainConfig& c, std::size_t text_v
   e.activations = kFloat * (s.L * layer_activations(s, B, T) + outer_activations(s, B, T));
   // A batch of (B, T+1) ids and its mask, for train and validation; a toy task draws
   // distinct tokens from a pool of its whole vocabulary.
-  e.data = 2 * B * (T + 1) * (kIndex + 1) + (c.data.text.empty() ? kIndex * s.V : 0);
+  e.data = 2 * B * (T + 1) * (kIndex + 1) + (c.data.text.empty() ? kIndex * s.V : kTextResident * text_bytes(c));
   return e;
 }
 
@@ -160,11 +197,44 @@ MemoryEstimate estimate_eval_memory(const ModelConfig& model, std::size_t batch,
   return e;
 }
 
+std::optional<AvailableMemory> cgroup_available_memory(const std::filesystem::path& root, const std::string& cgroup) {
+  namespace fs = std::filesystem;
+  const auto read_bytes = [](const fs::path& file) -> std::optional<double> {
+    std::ifstream in(file);
+    std::string text;
+    if (!(in >> text) || text == "max") return std::nullopt;
+    const std::optional<std::uint64_t> v = parse_whole_number(text);
+    return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+  };
+  std::optional<AvailableMemory> tightest;
+  fs::path relative = fs::path(cgroup).relative_path();
+  for (;;) {
+    const fs::path dir = root / relative;
+    if (const std::optional<double> limit = read_bytes(dir / "memory.max")) {
+      const double used = read_bytes(dir / "memory.current").value_or(0);
+      const double left = std::max(0.0, *limit - used);
+      if (!tightest || left < tightest->bytes) {
+        tightest = AvailableMemory{.bytes = left, .source = fmt::format("{} less memory.current", (dir / "memory.max").string())};
+      }
+    }
+    if (relative.empty()) break;
+    relative = relative.parent_path();
+  }
+  return tightest;
+}
+
 std::optional<AvailableMemory> available_memory() {
   if (const char* limit = std::getenv("HEADROOM_MEMORY_LIMIT"); limit != nullptr && *limit != '\0') {
     return AvailableMemory{.bytes = *parse_memory_limit(limit), .source = "HEADROOM_MEMORY_LIMIT"};
   }
-  if (const auto bytes = mem_available()) return AvailableMemory{.bytes = *bytes, .source = "MemAvailable"};
+  // A container's limit is its cgroup's memory.max, which MemAvailable knows nothing of.
+  std::optional<AvailableMemory> cgroup;
+  if (const auto own = own_cgroup()) cgroup = cgroup_available_memory(own->first, own->second);
+  if (const auto bytes = mem_available()) {
+    if (cgroup && cgroup->bytes < *bytes) return cgroup;
+    return AvailableMemory{.bytes = *bytes, .source = "MemAvailable"};
+  }
+  if (cgroup) return cgroup;
   const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0) {
     return AvailableMemory{.bytes = static_cast<double>(pages) * static_cast<double>(page),
@@ -242,6 +312,17 @@ std::string dominant_training_flag(const TrainConfig& c, std::size_t text_vocab)
     }
   }
   return best;
+}
+
+void check_text_memory(const TrainConfig& config) {
+  const double bytes = text_bytes(config);
+  const std::optional<AvailableMemory> available = available_memory();
+  if (!available || kTextReading * bytes <= available->bytes) return;
+  throw std::invalid_argument(fmt::format(
+      "--text {}: reading it needs about {} ({} bytes of ids and code points per byte of its {}) but this machine "
+      "has {} available ({})",
+      config.data.text, format_bytes(kTextReading * bytes), kTextReading, format_bytes(bytes),
+      format_bytes(available->bytes), available->source));
 }
 
 void check_training_memory(const TrainConfig& config, std::size_t text_vocab, std::size_t jobs) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -26,7 +27,7 @@ struct MemoryEstimate {
   double gradients = 0;
   double optimizer_state = 0;  // Adam/AdamW: 2 floats per parameter; SGD: 1 (momentum) or 0
   double activations = 0;      // one step's tape (train) or one forward pass (eval)
-  double data = 0;             // a batch of tokens and the toy task's per-vocab pool
+  double data = 0;             // batches of tokens; the toy task's per-vocab pool or the --text's ids
   std::string optimizer_name{};  // "Adam state", "SGD momentum"; empty: no state
   double total() const { return parameters + gradients + optimizer_state + activations + data; }
 };
@@ -53,7 +54,8 @@ void check_eval_memory(const ModelConfig& model, std::size_t batch, std::size_t 
                        bool held_batches);
 
 // Bytes this machine can give: $HEADROOM_MEMORY_LIMIT when set (bytes, or with a K, M,
-// G or T suffix for KiB..TiB: "512M"), else MemAvailable of /proc/meminfo, else the
+// G or T suffix for KiB..TiB: "512M"), else MemAvailable of /proc/meminfo or what
+// this process's cgroup v2 memory.max leaves, whichever is smaller, else the
 // available physical pages; nullopt when none of them is known. A malformed
 // HEADROOM_MEMORY_LIMIT is a std::invalid_argument naming it.
 struct AvailableMemory {
@@ -61,6 +63,13 @@ struct AvailableMemory {
   std::string source{};  // "HEADROOM_MEMORY_LIMIT", "MemAvailable"
 };
 std::optional<AvailableMemory> available_memory();
+
+// What a cgroup v2 hierarchy mounted at `root` leaves to a process in `cgroup` (as
+// /proc/self/cgroup names it, "/a/b"): for that group and each ancestor with a
+// numeric memory.max, the limit less its memory.current; the least of them, or
+// nullopt when none has a limit. available_memory() takes the smaller of this and
+// MemAvailable.
+std::optional<AvailableMemory> cgroup_available_memory(const std::filesystem::path& root, const std::string& cgroup);
 
 // "1.5 GiB", "12.0 MiB", "512 bytes".
 std::string format_bytes(double bytes);
@@ -73,6 +82,10 @@ void check_memory(const MemoryEstimate& estimate, const std::string& culprit, co
 // The flag whose value, set back to its default, shrinks a training step's estimate
 // the most, as "--d-model 100000"; "the config" when none does.
 std::string dominant_training_flag(const TrainConfig& config, std::size_t text_vocab = 0);
+
+// A --text file's memory while it is read (its ids and code points, 12 bytes per
+// byte of the file at most), refused as check_memory refuses, before it is read.
+void check_text_memory(const TrainConfig& config);
 
 // The two together: estimate a training step of `config` and refuse it, naming the
 // dominant flag, when it does not fit. `jobs` runs side by side multiply it.

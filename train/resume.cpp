@@ -50,6 +50,16 @@ std::optional<std::size_t> step_of(const fs::path& dir) {
   return parse_whole_number(std::string_view(name).substr(std::strlen(kPrefix)));
 }
 
+// Out of sight first, by a rename, then deleted: a kill between the two leaves a
+// hidden ".step-N.pruned-PID" that the next start removes (remove_stale_temporaries,
+// train/out_dir.hpp), never a half-deleted step-N that no prune would see again.
+void prune(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path gone = dir.parent_path() / fmt::format(".{}.pruned-{}", dir.filename().string(), ::getpid());
+  fs::rename(dir, gone, ec);
+  if (!ec) fs::remove_all(gone, ec);
+}
+
 std::vector<std::pair<std::size_t, fs::path>> complete_checkpoints(const fs::path& out_dir) {
   std::vector<std::pair<std::size_t, fs::path>> found;
   const fs::path root = out_dir / "checkpoints";
@@ -178,7 +188,7 @@ fs::path save_training_checkpoint(const fs::path& out_dir, const TrainConfig& co
   auto all = complete_checkpoints(out_dir);
   const std::size_t keep_n = std::max<std::size_t>(keep, 1);
   for (std::size_t i = 0; i + keep_n < all.size(); ++i) {
-    if (all[i].second != final_dir) fs::remove_all(all[i].second, ec);
+    if (all[i].second != final_dir) prune(all[i].second);
   }
   return final_dir;
 }

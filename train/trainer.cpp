@@ -122,16 +122,20 @@ class Loop {
 
   // The directory exists and is ours (open_out_dir). A resumed run's model.safetensors
   // is its checkpoint's model and would go stale with the first step, so it goes:
-  // until this run stops, --model DIR reads the newest checkpoint.
+  // until this run stops, --model DIR reads the newest checkpoint. Everything that
+  // reads (and can refuse) comes before anything that writes.
   void open_files() {
     if (out_dir_.empty()) return;
+    const std::string metrics_text = MetricsWriter::initial_text(out_dir_, options_.resume, state_.step);
+    const std::string heads_text =
+        o_.track_heads ? HeadLogWriter::initial_text(out_dir_, options_.resume, state_.step) : std::string();
     const fs::path stale_model = out_dir_ / "model.safetensors";
     std::error_code ec;
     fs::remove(stale_model, ec);
     if (ec) throw std::invalid_argument(fmt::format("cannot remove {}: {}", stale_model.string(), ec.message()));
     write_file_atomically(out_dir_ / "config.json", to_json(config_).dump(2) + "\n");
-    metrics_ = MetricsWriter::open(out_dir_, options_.resume, state_.step);
-    if (o_.track_heads) heads_ = HeadLogWriter::open(out_dir_, options_.resume, state_.step);
+    metrics_ = MetricsWriter::open(out_dir_, metrics_text);
+    if (o_.track_heads) heads_ = HeadLogWriter::open(out_dir_, heads_text);
   }
 
   void start_summary() {
