@@ -521,6 +521,32 @@ TEST_CASE("write_file_atomically replaces the file and leaves nothing else behin
   CHECK(read_file(dir.path() / "bare.txt") == "x");
 }
 
+TEST_CASE("write_directory_atomically: the directory appears whole or not at all") {
+  const TempDir dir("atomic_dir");
+  const std::string a = "first", b = "second";
+  const auto bytes = [](const std::string& s) { return std::as_bytes(std::span(s)); };
+  // Made with its missing parents, onto nothing or onto an empty directory.
+  hr::write_directory_atomically(dir / "x/y/out", {{.name = "a", .bytes = bytes(a)}, {.name = "b", .bytes = bytes(b)}});
+  CHECK(TempDir::entries_of(dir / "x/y/out") == std::vector<std::string>{"a", "b"});
+  CHECK(read_file(dir / "x/y/out/b") == "second");
+  CHECK(TempDir::entries_of(dir / "x/y") == std::vector<std::string>{"out"});
+  fs::create_directory(dir / "empty");
+  hr::write_directory_atomically(dir / "empty/", {{.name = "a", .bytes = bytes(a)}});
+  CHECK(TempDir::entries_of(dir / "empty") == std::vector<std::string>{"a"});
+  // The second file fails (a name in a directory that does not exist): nothing appears,
+  // and no temporary is left.
+  CHECK_THROWS_AS(hr::write_directory_atomically(dir / "broken", {{.name = "a", .bytes = bytes(a)},
+                                                                  {.name = "no/such/b", .bytes = bytes(b)}}),
+                  hr::CheckpointError);
+  CHECK_FALSE(fs::exists(dir / "broken"));
+  // Onto a directory that is not empty: refused, and it keeps what it held.
+  CHECK_THROWS_WITH_AS(hr::write_directory_atomically(dir / "x/y/out", {{.name = "c", .bytes = bytes(a)}}),
+                       doctest::Contains("it is not empty"), hr::CheckpointError);
+  CHECK(TempDir::entries_of(dir / "x/y/out") == std::vector<std::string>{"a", "b"});
+  CHECK(dir.entries() == std::vector<std::string>{"empty", "x"});
+  CHECK(TempDir::entries_of(dir / "x/y") == std::vector<std::string>{"out"});
+}
+
 TEST_CASE("write_file_atomically: errors name the path and the OS's reason, and keep the old file") {
   const TempDir dir("checkpoint");
   SUBCASE("a directory that does not exist") {

@@ -4,7 +4,9 @@
 // stopped by an immutable file, an lr beyond float and SGD momentum 5, a subnormal
 // sampling temperature, convert's --out, a lag_beta whose Bayes loss overflows, and a
 // sweep run whose result.json was deleted.
+#include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +15,7 @@
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
 #include "support.hpp"
@@ -171,4 +174,32 @@ TEST_CASE("a finished sweep run whose result.json was deleted is trained again")
   CHECK(again.status == 0);
   CHECK(fs::exists(run / "result.json"));
   CHECK(again.output.find("Not finished") == std::string::npos);
+}
+
+TEST_CASE("a model file without checksums loads, with a note; one with a flipped byte is refused, naming the tensor") {
+  const TempDir tmp("fail_checksums");
+  const fs::path run = trained(tmp, "k");
+  const std::string bytes = read_file(run / "model.safetensors");
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  // The same file as an older headroom wrote it: no crc32c keys.
+  for (auto it = header["__metadata__"].begin(); it != header["__metadata__"].end();) {
+    it = it.key().starts_with("crc32c:") ? header["__metadata__"].erase(it) : std::next(it);
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string old(8, '\0');
+  for (int i = 0; i < 8; ++i) old[static_cast<std::size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  old += text + bytes.substr(8 + n);
+  const fs::path old_file = tmp.write("old.safetensors", old);
+  const CliResult r = run_headroom("eval --model " + old_file.string());
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("note: " + old_file.string() + " carries no checksums") != std::string::npos);
+  // A flipped bit in the data of the checksummed file: refused, naming the tensor.
+  std::string flipped = bytes;
+  flipped[flipped.size() - 3] = static_cast<char>(flipped[flipped.size() - 3] ^ 0x04);
+  const fs::path bad = tmp.write("bad.safetensors", flipped);
+  check_refused("eval --model " + bad.string(), "the data does not match its checksum");
 }
