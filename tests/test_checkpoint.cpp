@@ -677,7 +677,7 @@ TEST_CASE("safetensors: every tensor's CRC-32C is in __metadata__, checked on re
     std::vector<std::byte> flipped = bytes;
     flipped[8 + n + offset + t.data.size() / 2] ^= std::byte{0x10};
     CHECK_THROWS_WITH_AS(hr::parse_safetensors(flipped, "f.safetensors"),
-                         doctest::Contains("f.safetensors: tensor '" + t.name + "': the data does not match its checksum"),
+                         doctest::Contains(("f.safetensors: tensor '" + t.name + "': the data does not match its checksum").c_str()),
                          hr::CheckpointError);
     offset += t.data.size();
   }

@@ -40,7 +40,8 @@ HeadLogRow parse_row(const fs::path& file, const std::string& line) {
 
 std::string HeadLogWriter::initial_text(const fs::path& out_dir, bool resume, std::size_t resume_step) {
   const fs::path file = out_dir / "tracked_heads.csv";
-  std::string kept = std::string(kHeader) + "\n";
+  std::string kept = kHeader;
+  kept += '\n';
   if (resume && fs::exists(file)) {
     std::ifstream in(file);
     std::string line;
