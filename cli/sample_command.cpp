@@ -204,6 +204,7 @@ int run_sample(const SampleFlags& flags) {
                                 .top_k = flags.top_k.value_or(0),
                                 .top_p = flags.top_p.value_or(1.0),
                                 .greedy = flags.greedy};
+  check_sampling_options(options, run.config().vocab);  // before the first line is printed
   return data.is_text() ? sample_text(flags, run.model(), data, options, source)
                         : sample_task(flags, run.model(), data, options, source,
                                       run.step ? fmt::format(", step {}", *run.step) : std::string());

@@ -30,9 +30,12 @@ const std::string kRun =
     "train --task copy --vocab 8 --seq-len 6 --d-model 16 --heads 2 --layers 1 --steps 40 --eval-every 10 "
     "--save-every 10 -q ";
 
+// kRun into tmp/name, with `extra` flags (in place of its own where they overlap).
 fs::path trained(const TempDir& tmp, const std::string& name, const std::string& extra = "") {
   const fs::path dir = tmp / name;
-  const CliResult r = run_headroom(kRun + extra + " --out " + dir.string());
+  std::string args = kRun;
+  if (extra.find("--heads") != std::string::npos) args.replace(args.find("--heads 2 "), 10, "");
+  const CliResult r = run_headroom(args + extra + " --out " + dir.string());
   INFO(r.output);
   REQUIRE(r.status == 0);
   return dir;
@@ -176,7 +179,7 @@ TEST_CASE("a finished sweep run whose result.json was deleted is trained again")
   CHECK(again.output.find("Not finished") == std::string::npos);
 }
 
-TEST_CASE("a model file without checksums loads, with a note; one with a flipped byte is refused, naming the tensor") {
+TEST_CASE("a model file without checksums loads with a note, and one with a flipped byte is refused, naming the tensor") {
   const TempDir tmp("fail_checksums");
   const fs::path run = trained(tmp, "k");
   const std::string bytes = read_file(run / "model.safetensors");

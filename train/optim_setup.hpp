@@ -18,8 +18,8 @@ std::unique_ptr<Optimizer<float>> make_optimizer(const OptimConfig& optim, Named
 LrSchedule make_schedule(const OptimConfig& optim);
 
 // The optimizer's and the schedule's own checks of the config's settings (an lr
-// beyond float, SGD's momentum outside [0, 1), ...), run on a throwaway
-// one-value parameter, so that TrainConfig::validate refuses them before a run
+// beyond float, SGD's momentum outside [0, 1), ...), run on a parameter of one
+// value made for the check, so that TrainConfig::validate refuses them before a run
 // writes anything. std::invalid_argument as make_optimizer and make_schedule throw.
 void check_optimizer_settings(const OptimConfig& optim);
 
