@@ -4,7 +4,7 @@ MultiHeadAttention from torch_train_step.py (q, k, v and out projections and the
 attention between), at the small/llama size (B 32, T 64, C 128, 8 heads), for
 small's per-head path (8 kv heads), the grouped path at 2 and at 8 kv heads
 without RoPE, and llama's (2 kv heads, RoPE). Why llama's step gains more over
-small's in PyTorch than in headroom (bench/README.md, round two, session 14).
+small's in PyTorch than in headroom (bench/README.md and bench/log/).
 
     /usr/bin/python3 bench/torch_attention_block.py
 

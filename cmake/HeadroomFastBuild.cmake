@@ -15,8 +15,9 @@
 #   compiled in batches of up to eight, so each batch emits and optimises that code
 #   once. autograd/, optim/ and plot/ stay a unit per source: their units share
 #   little, and an op is the file a developer edits most.
-# - Test sources are compiled at -O1 in a Release build: they run little code of their
-#   own, and the libraries they test keep their -O3.
+# - Test sources are compiled at -O1 in a Release build, and at -O0 under the
+#   sanitizers (tests/CMakeLists.txt): they run little code of their own, and the
+#   libraries they test keep their own level.
 #
 # Both options are on by default; a developer editing one source over and over may
 # prefer -DHEADROOM_UNITY=OFF (a touched file then recompiles alone). A source must
