@@ -163,13 +163,15 @@ TEST_CASE("parallel_stats times the shared loops, the threads' time in their chu
   CHECK(hr::parallel_stats().busy_ms == 0);
   CHECK(hr::parallel_stats().kept_ms == 0);
   hr::set_threads(2);
-  // Two chunks, one of 1 ms and one of 5 ms: whichever threads run them, the chunks
-  // take at least 6 ms of thread time, and the loop's wall time is at least 5 ms, so
-  // the threads wait at least 2 * 5 - 6 = 4 ms in it (both chunks on one thread:
-  // 2 * 6 - 6 = 6). Sleeps never end early; they may end late, which the bounds allow.
+  // Two chunks, one of 1 ms and one of 25 ms: they take at least 26 ms of thread time,
+  // and the loop's wall time covers each chunk. On two threads the threads wait
+  // 2 * wall - busy >= (long chunk) - (short chunk) in it; on one, 2 * wall - busy >=
+  // both chunks. Sleeps never end early; they may end late (a loaded machine wakes
+  // the short one ms late), so the waiting bound is 4 ms, which a short chunk would
+  // have to overrun by 20 ms to break.
   const auto loop = [] {
     hr::parallel_for(2, 1, [](std::size_t begin, std::size_t) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(begin == 0 ? 1 : 5));
+      std::this_thread::sleep_for(std::chrono::milliseconds(begin == 0 ? 1 : 25));
     });
   };
   // Until one loop is shared (the pool may keep a loop on the caller after one lost).
@@ -184,14 +186,14 @@ TEST_CASE("parallel_stats times the shared loops, the threads' time in their chu
     CAPTURE(busy);
     if (after.shared > before.shared) {
       CHECK(after.kept_ms == before.kept_ms);
-      CHECK(shared >= 5.0);
-      CHECK(busy >= 6.0);
+      CHECK(shared >= 25.0);
+      CHECK(busy >= 26.0);
       CHECK(busy <= 2 * shared);  // no thread is in a chunk outside the loop
       CHECK(2 * shared - busy >= 4.0);
       return;
     }
     // Kept on the caller: both chunks in one thread's wall time, no shared time.
-    CHECK(after.kept_ms - before.kept_ms >= 6.0);
+    CHECK(after.kept_ms - before.kept_ms >= 26.0);
     CHECK(shared == 0);
     CHECK(busy == 0);
   }
