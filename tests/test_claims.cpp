@@ -88,6 +88,67 @@ TEST_CASE("claims rules: near zero and slope rules decide only beyond two standa
   CHECK(hr::to_string(hr::Verdict::inconclusive) == "inconclusive at this budget");
 }
 
+// Each threshold from both sides, in arithmetic that is exact: a side of sd 2 over 4
+// seeds against one of sd 0 gives se = 1, so 2 se = 2, and the steps of 1/64 round to
+// nothing. A rule whose factor of two became one, whose < became <=, or whose seed
+// guard let one side have a single seed, fails a line here.
+TEST_CASE("claims rules: every threshold of every rule, on both sides") {
+  using V = hr::Verdict;
+  constexpr double e = 1.0 / 64;
+  const auto lower = [](double gap, double margin) {
+    return hr::lower_rule(stats(10.0, 2.0, 4), stats(10.0 + gap, 0.0, 4), margin);
+  };
+  // Beyond noise: |gap| > 2 se, strictly.
+  CHECK(lower(2 + e, e) == V::supported);
+  CHECK(lower(2.0, e) == V::inconclusive);
+  CHECK(lower(2 - e, e) == V::inconclusive);
+  CHECK(lower(-(2 + e), e) == V::contradicted);
+  CHECK(lower(-2.0, e) == V::inconclusive);
+  // Equal: |gap| + 2 se < margin, strictly; |gap| + 1 se would be below the margin of 2.
+  CHECK(lower(0.5, 2.5 + e) == V::contradicted);
+  CHECK(lower(-0.5, 2.5 + e) == V::contradicted);
+  CHECK(lower(0.5, 2.5) == V::inconclusive);
+  CHECK(lower(0.5, 2.0) == V::inconclusive);
+  // The seed guard: a side with one seed decides nothing, even with a finite sd.
+  CHECK(hr::lower_rule(stats(0, 0, 1), stats(10, 0, 4), 0.02) == V::inconclusive);
+  CHECK(hr::lower_rule(stats(0, 0, 4), stats(10, 0, 1), 0.02) == V::inconclusive);
+  CHECK(hr::lower_rule(stats(0, 0, 1), stats(0, 0, 4), 0.02) == V::inconclusive);  // not "equal" either
+  CHECK(hr::lower_rule(stats(0, 0, 4), stats(0, 0, 1), 0.02) == V::inconclusive);
+  CHECK(hr::lower_rule(stats(0, 0, 2), stats(10, 0, 2), 0.02) == V::supported);
+  CHECK(hr::lower_rule(stats(0, 0, 2), stats(0, 0, 2), 0.02) == V::contradicted);
+  CHECK(hr::lower_rule(stats(NAN, 0, 4), stats(10, 0, 4), 0.02) == V::inconclusive);
+  CHECK(hr::lower_rule(stats(0, INFINITY, 4), stats(10, 0, 4), 0.02) == V::inconclusive);
+  CHECK(hr::lower_rule(stats(0, 0, 4), stats(10, NAN, 4), 0.02) == V::inconclusive);
+  CHECK_FALSE(hr::differs_beyond_noise(stats(0, 0, 1), stats(10, 0, 4)));
+  CHECK(hr::differs_beyond_noise(stats(0, 0, 2), stats(10, 0, 2)));
+
+  // Near zero, x of sd 2 over 4 seeds: se 1. Supported: mean + 2 se <= tolerance.
+  const auto near = [](double mean, double tolerance) { return hr::near_zero_rule(stats(mean, 2.0, 4), tolerance); };
+  CHECK(near(1.0, 3.0) == V::supported);
+  CHECK(near(1.0, 3.0 - e) == V::inconclusive);
+  CHECK(near(1.0, 2.5) == V::inconclusive);  // mean + 1 se <= 2.5 < mean + 2 se
+  // Contradicted: mean - 2 se > tolerance, strictly.
+  CHECK(near(5.0, 3.0 - e) == V::contradicted);
+  CHECK(near(5.0, 3.0) == V::inconclusive);
+  CHECK(near(5.0, 3.5) == V::inconclusive);  // mean - 1 se > 3.5 >= mean - 2 se
+  CHECK(hr::near_zero_rule(stats(0, 0, 1), 0.05) == V::inconclusive);
+  CHECK(hr::near_zero_rule(stats(0, 0, 2), 0.05) == V::supported);
+  CHECK(hr::near_zero_rule(stats(NAN, 0, 4), 0.05) == V::inconclusive);
+
+  // Slope, predicted 0.5, se 1. Supported: |mean - predicted| <= tolerance, either side.
+  const auto slope = [](double mean, double tolerance) { return hr::slope_rule(stats(mean, 2.0, 4), 0.5, tolerance); };
+  CHECK(slope(0.75, 0.25) == V::supported);
+  CHECK(slope(0.25, 0.25) == V::supported);
+  CHECK(slope(0.75, 0.25 - e) == V::inconclusive);
+  // Contradicted: |mean - predicted| - 2 se > tolerance, strictly, either side.
+  CHECK(slope(3.5, 1.0 - e) == V::contradicted);
+  CHECK(slope(-2.5, 1.0 - e) == V::contradicted);
+  CHECK(slope(3.5, 1.0) == V::inconclusive);
+  CHECK(slope(3.5, 1.5) == V::inconclusive);  // off - 1 se > 1.5 >= off - 2 se
+  CHECK(hr::slope_rule(stats(0.5, 0, 1), 0.5, 0.1) == V::inconclusive);
+  CHECK(hr::slope_rule(stats(0.5, 0, 2), 0.5, 0.1) == V::supported);
+}
+
 TEST_CASE("claims rules: the log-log slope of a power law is its exponent") {
   const std::vector<double> x{16, 32, 64, 128, 256};
   std::vector<double> root, flat;
@@ -156,6 +217,13 @@ TEST_CASE("claim 4: several heads beat one, supported, contradicted or inconclus
   CHECK(falling.finding.find("still improving") != std::string::npos);
   CHECK(near_zero(stats(0.002, 0.01, 5)).verdict == V::contradicted);
   CHECK(near_zero({}).verdict == V::contradicted);
+  // Still improving: gain - 2 se > 0, strictly (sd 2 over 4 seeds: se 1), two seeds at least.
+  constexpr double e = 1.0 / 64;
+  CHECK(near_zero(stats(2 + e, 2.0, 4)).verdict == V::inconclusive);
+  CHECK(near_zero(stats(2.0, 2.0, 4)).verdict == V::contradicted);
+  CHECK(near_zero(stats(1.5, 2.0, 4)).verdict == V::contradicted);  // gain - 1 se > 0 is not enough
+  CHECK(near_zero(stats(1.0, 0.0, 1)).verdict == V::contradicted);
+  CHECK(near_zero(stats(1.0, 0.0, 2)).verdict == V::inconclusive);
   CHECK(verdicts({}, {}) == std::pair{V::inconclusive, V::inconclusive});
 }
 
@@ -168,6 +236,31 @@ TEST_CASE("claim 7: tokens per second against the head count") {
   CHECK(hr::assess_head_time(sweep(50000, 30000)).verdict == hr::Verdict::supported);
   CHECK(hr::assess_head_time(sweep(30000, 50000)).verdict == hr::Verdict::contradicted);
   CHECK(hr::assess_head_time(sweep(50000, 50050)).verdict == hr::Verdict::contradicted);  // equal within 5%
+  // The margin is 5% of one head's speed: a gap of 5 with 2 se = 40 is equal to 1000
+  // (45 < 50) and not shown equal to 880 (45 > 44).
+  auto timed = [](double one, double gap) {
+    return hr::SweepNumbers{.name = "4-heads-lags",
+                            .points = {heads_point(1, stats(0.2, 0.01, 3), stats(one, 0, 4)),
+                                       heads_point(16, stats(0.0, 0.01, 3), stats(one - gap, 40, 4))}};
+  };
+  CHECK(hr::assess_head_time(timed(1000, 5)).verdict == hr::Verdict::contradicted);
+  CHECK(hr::assess_head_time(timed(880, 5)).verdict == hr::Verdict::inconclusive);
+}
+
+TEST_CASE("claim 5b: decided only when its best point reaches 75% accuracy") {
+  auto verdict = [](double best_accuracy) {
+    hr::SweepNumbers recall{.name = "5-recall-narrow-heads",
+                            .points = {heads_point(2, stats(0.1, 0.01, 3)), heads_point(24, stats(0.5, 0.01, 3))}};
+    recall.points[0].val_accuracy = stats(best_accuracy, 0.0, 3);
+    recall.points[1].val_accuracy = stats(0.5, 0.0, 3);
+    const std::vector<hr::ClaimRow> rows =
+        hr::assess_too_many_heads(hr::SweepNumbers{.name = "4-heads-lags", .points = {}}, recall);
+    REQUIRE(rows.size() == 2);
+    return rows[1].verdict;
+  };
+  CHECK(verdict(0.75) == hr::Verdict::supported);
+  CHECK(verdict(0.75 - 1.0 / 1024) == hr::Verdict::inconclusive);
+  CHECK(verdict(0.9) == hr::Verdict::supported);
 }
 
 TEST_CASE("claims report: a fake set of results gives a table row per claim, commands, plots and the rules") {
