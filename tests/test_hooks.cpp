@@ -233,6 +233,53 @@ TEST_CASE("a pattern hook sets the weights each head reads: uniform weights aver
   CHECK(worst < 1e-12);
 }
 
+TEST_CASE("concatenated heads times W_O equal the sum of each head times its slice of W_O; summed heads share W_O") {
+  // Claim 3's identity (docs/cli/claims.md): [z_1 ... z_H] W_O^T = sum_h z_h W_O[:, h]^T,
+  // with W_O[:, h] the d_v columns that head h's slice of the concatenation meets. So
+  // concatenation is a sum of per-head projections; summing the heads *before* one
+  // shared (d_model, d_v) W_O is the different model, sum_h z_h W_O^T.
+  for (const HeadCombine combine : {HeadCombine::concat, HeadCombine::sum}) {
+    CAPTURE(hr::to_string(combine));
+    hr::ModelConfig config{.vocab = 9, .d_model = 12, .n_layers = 1, .n_heads = 3, .max_len = 6,
+                           .norm = NormPlacement::none, .attn_only = true};
+    config.d_k = 4;
+    config.d_v = 5;
+    config.head_combine = combine;
+    hr::Rng rng(3);
+    hr::TransformerLM<double> model(config, rng);
+    scramble(model, 8);
+    const std::size_t B = 2, T = 6, H = 3, dv = 5, C = 12;
+    hr::Tensor<double> heads, out;
+    hr::ForwardHooks<double> hooks{.fn = [&](HookPoint p, std::size_t, const hr::Tensor<double>& v) {
+      if (p == HookPoint::head_out) heads = v;
+      if (p == HookPoint::attn_out) out = v;
+      return v;
+    }};
+    model.forward(tokens_of(B, T, config.vocab, 5), nullptr, &hooks);
+    std::map<std::string, xt::xarray<double>> params;
+    for (const auto& [name, p] : model.named_parameters()) params[name] = p.value();
+    const xt::xarray<double>& w = params.at("blocks.0.attn.out_proj.weight");  // (C, H dv) or (C, dv)
+    const xt::xarray<double>& bias = params.at("blocks.0.attn.out_proj.bias");
+    REQUIRE(w.shape(1) == (combine == HeadCombine::concat ? H * dv : dv));
+    double worst = 0, scale = 0;
+    for (std::size_t b = 0; b < B; ++b) {
+      for (std::size_t t = 0; t < T; ++t) {
+        for (std::size_t o = 0; o < C; ++o) {
+          double y = bias(o);
+          for (std::size_t h = 0; h < H; ++h) {
+            const std::size_t column = combine == HeadCombine::concat ? h * dv : 0;
+            for (std::size_t j = 0; j < dv; ++j) y += heads.value()(b, t, h, j) * w(o, column + j);
+          }
+          worst = std::max(worst, std::abs(out.value()(b, t, o) - y));
+          scale = std::max(scale, std::abs(y));
+        }
+      }
+    }
+    CHECK(scale > 0.1);
+    CHECK(worst <= 1e-13 * scale);
+  }
+}
+
 TEST_CASE("gradients reach a delta added at every hook point, against finite differences") {
   for (const Case& k : cases()) {
     CAPTURE(k.name);
