@@ -342,24 +342,41 @@ std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::ve
   return {a, b};
 }
 
-ClaimRow assess_concat_sum(const SweepNumbers& sweep) {
-  ClaimRow row{.id = "3",
-               .claim = "Concatenating heads beats summing them, at equal parameters",
-               .experiment = "lags, 1 layer, attention only, no LayerNorm, no biases, 3 heads of d_k 8 at d_model 24: "
-                             "head_combine concat with d_v 8 against sum with d_v 12, which have the same weights; "
-                             "the unmatched pairs (concat d_v 12, sum d_v 8) are shown too",
-               .sweeps = {sweep.name},
-               .prediction = "summed heads pass one d_v-wide vector to out_proj (rank 12 < the 16 token tables need); "
-                             "concatenated ones pass h d_v = 24, so concat reaches a lower loss",
-               .rule = fmt::format("lower rule on the final loss, concat (d_v 8) vs sum (d_v 12): supported when "
-                                   "concat's mean is lower beyond seed noise; contradicted when higher beyond noise "
-                                   "or equal within {} nats; else inconclusive",
-                                   kEqualLossMargin),
-               .numbers = {},
-               .plot_svg = {},
-               .verdict = Verdict::inconclusive,
-               .finding = {},
-               .summary = {}};
+std::vector<ClaimRow> assess_concat_sum(const SweepNumbers& sweep) {
+  const std::string experiment =
+      "lags, 1 layer, attention only, no LayerNorm, no biases, 3 heads of d_k 8 at d_model 24, head_combine concat "
+      "or sum, d_v 8 or 12";
+  const auto rule = [](const char* sum_dv) {
+    return fmt::format("lower rule on the final loss, concat (d_v 8) vs sum (d_v {}): supported when concat's mean is "
+                       "lower beyond seed noise; contradicted when higher beyond noise or equal within {} nats; else "
+                       "inconclusive",
+                       sum_dv, kEqualLossMargin);
+  };
+  ClaimRow a{.id = "3a",
+             .claim = "Concatenating heads beats summing them (as the seed states it: same heads and d_v)",
+             .experiment = experiment + ": concat against sum at the same d_v 8, which is what summing instead of "
+                                        "concatenating means (one W_O of d_v x d_model: fewer parameters)",
+             .sweeps = {sweep.name},
+             .prediction = "summed heads pass one d_v-wide vector to out_proj (rank 8 < the 16 the token tables "
+                           "need); concatenated ones pass h d_v = 24, so concat reaches a lower loss",
+             .rule = rule("8"),
+             .numbers = {},
+             .plot_svg = {},
+             .verdict = Verdict::inconclusive,
+             .finding = {},
+             .summary = {}};
+  ClaimRow b{.id = "3b",
+             .claim = "... and at equal parameters",
+             .experiment = experiment + ": concat with d_v 8 against sum with d_v 12, which have the same weights",
+             .sweeps = {sweep.name},
+             .prediction = "summed heads pass one d_v-wide vector (rank 12 < 16); concatenated ones pass 24, so "
+                           "concat reaches a lower loss",
+             .rule = rule("12"),
+             .numbers = {},
+             .plot_svg = {},
+             .verdict = Verdict::inconclusive,
+             .finding = {},
+             .summary = {}};
   svg::Chart chart{.title = "Loss reached", .x = axis("d_v"), .y = axis(""), .series = {}};
   for (HeadCombine combine : {HeadCombine::concat, HeadCombine::sum}) {
     svg::Series s = series(combine == HeadCombine::concat ? "concat" : "sum");
@@ -368,29 +385,38 @@ ClaimRow assess_concat_sum(const SweepNumbers& sweep) {
       add(s, static_cast<double>(p.config.model.d_v), p.loss());
       chart.y.label = loss_name(p) + " (nats/token)";
       if (combine == HeadCombine::concat) chart.x.ticks.push_back(static_cast<double>(p.config.model.d_v));
-      row.numbers.push_back(fmt::format("{}, d_v {}: {} parameters ({} attention); {} {}", s.name, p.config.model.d_v,
-                                        count(p.parameters), count(p.attention_parameters), loss_name(p),
-                                        format_stats(p.loss())));
+      const std::string line = fmt::format("{}, d_v {}: {} parameters ({} attention); {} {}", s.name,
+                                           p.config.model.d_v, count(p.parameters), count(p.attention_parameters),
+                                           loss_name(p), format_stats(p.loss()));
+      a.numbers.push_back(line);
+      b.numbers.push_back(line);
     }
     chart.series.push_back(std::move(s));
   }
   const PointNumbers* concat =
       sweep.find([](const ModelConfig& m) { return m.head_combine == HeadCombine::concat && m.d_v == m.d_k; });
-  const PointNumbers* sum = sweep.find([](const ModelConfig& m) {
+  const PointNumbers* same_dv =
+      sweep.find([](const ModelConfig& m) { return m.head_combine == HeadCombine::sum && m.d_v == m.d_k; });
+  const PointNumbers* same_weights = sweep.find([](const ModelConfig& m) {
     return m.head_combine == HeadCombine::sum && m.d_v * (m.n_heads + 1) == 2 * m.n_heads * m.d_k;
   });
-  if (concat != nullptr && sum != nullptr) {
+  const auto decide = [&](ClaimRow& row, const PointNumbers* sum) {
+    if (concat == nullptr || sum == nullptr) {
+      row.finding = "The sweep lacks one of the two points compared.";
+      return;
+    }
     row.verdict = lower_rule(concat->loss(), sum->loss(), kEqualLossMargin);
-    row.summary = fmt::format("concat {:.4f} vs sum {:.4f} ({} vs {} parameters)", concat->loss().mean,
-                              sum->loss().mean, count(concat->parameters), count(sum->parameters));
+    row.summary = fmt::format("concat {:.4f} vs sum {:.4f} (d_v {} vs {}; {} vs {} parameters)", concat->loss().mean,
+                              sum->loss().mean, concat->config.model.d_v, sum->config.model.d_v,
+                              count(concat->parameters), count(sum->parameters));
     row.finding = fmt::format("At {} vs {} parameters, concat reached {} and sum {}: the measurement {} the prediction.",
                               count(concat->parameters), count(sum->parameters), format_stats(concat->loss()),
                               format_stats(sum->loss()), verdict_word(row.verdict));
-  } else {
-    row.finding = "The sweep has no matched pair of points.";
-  }
-  row.plot_svg = svg::render({chart}, "Claim 3: concatenated vs summed heads");
-  return row;
+  };
+  decide(a, same_dv);
+  decide(b, same_weights);
+  a.plot_svg = svg::render({chart}, "Claim 3: concatenated vs summed heads");
+  return {a, b};
 }
 
 namespace {

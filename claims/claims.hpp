@@ -84,8 +84,9 @@ ClaimRow assess_mha_parameters(const SweepNumbers* heads);
 // 2a: the score sd at initialisation against d_k (slope 0.5 unscaled, 0 scaled);
 // 2b: the loss reached, scaled vs unscaled at the largest d_k.
 std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::vector<InitPoint>& init);
-// 3: concatenated vs summed heads at equal weights (the matched pair of points).
-ClaimRow assess_concat_sum(const SweepNumbers& sweep);
+// 3a: concatenated vs summed heads at the same d_v (the seed's claim: summing instead
+// of concatenating, fewer parameters); 3b: the same at equal weights (sum's d_v wider).
+std::vector<ClaimRow> assess_concat_sum(const SweepNumbers& sweep);
 // 4a: several heads beat one: the excess at h = lags vs h = 1; 4b: the excess at h = lags is about 0.
 std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_t lags);
 // 5a: on lags, the narrowest heads against the best of h = 2..16; 5b: the same on recall.

@@ -98,7 +98,7 @@ std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPl
   for (ClaimRow& r : assess_attn_scale(at("2-attn-scale"), scale_plan ? measure_init(*scale_plan) : std::vector<InitPoint>{})) {
     rows.push_back(std::move(r));
   }
-  rows.push_back(assess_concat_sum(at("3-concat-vs-sum")));
+  for (ClaimRow& r : assess_concat_sum(at("3-concat-vs-sum"))) rows.push_back(std::move(r));
   // |K|, the elbow claim 4 predicts: the offsets the heads sweep's lags task reads.
   std::size_t lags = 0;
   for (std::size_t i = 0; i < plans.size(); ++i) {

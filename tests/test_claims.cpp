@@ -227,6 +227,38 @@ TEST_CASE("claim 4: several heads beat one, supported, contradicted or inconclus
   CHECK(verdicts({}, {}) == std::pair{V::inconclusive, V::inconclusive});
 }
 
+TEST_CASE("claim 3: concat against sum at the same d_v (3a, the seed's) and at equal weights (3b)") {
+  // 3 heads of d_k 8 at d_model 24, no biases: the four points of 3-concat-vs-sum.
+  using C = hr::HeadCombine;
+  const auto point = [](C combine, std::size_t dv, double loss) {
+    hr::PointNumbers p = heads_point(3, stats(loss, 0.01, 5));
+    p.config.model.d_model = 24;
+    p.config.model.d_k = 8;
+    p.config.model.d_v = dv;
+    p.config.model.head_combine = combine;
+    p.parameters = combine == C::concat ? 3 * 24 * 8 * 3 + 24 * 3 * dv : 3 * 24 * 8 * 2 + 3 * 24 * dv + 24 * dv;
+    return p;
+  };
+  const auto rows = [&](double concat8, double sum8, double sum12) {
+    const hr::SweepNumbers sweep{.name = "3-concat-vs-sum",
+                                 .points = {point(C::concat, 8, concat8),
+                                            point(C::concat, 12, 0.5), point(C::sum, 8, sum8),
+                                            point(C::sum, 12, sum12)}};
+    const std::vector<hr::ClaimRow> r = hr::assess_concat_sum(sweep);
+    REQUIRE(r.size() == 2);
+    CHECK(r[0].id == "3a");
+    CHECK(r[1].id == "3b");
+    return std::pair{r[0].verdict, r[1].verdict};
+  };
+  using V = hr::Verdict;
+  // Each row reads its own sum point: the same d_v for 3a, d_v 12 for 3b.
+  CHECK(rows(0.1, 0.3, 0.3) == std::pair{V::supported, V::supported});
+  CHECK(rows(0.1, 0.3, 0.05) == std::pair{V::supported, V::contradicted});
+  CHECK(rows(0.1, 0.1, 0.3) == std::pair{V::contradicted, V::supported});
+  const hr::SweepNumbers lone{.name = "3-concat-vs-sum", .points = {point(C::concat, 8, 0.1)}};
+  for (const hr::ClaimRow& r : hr::assess_concat_sum(lone)) CHECK(r.verdict == V::inconclusive);
+}
+
 TEST_CASE("claim 7: tokens per second against the head count") {
   auto sweep = [](double one, double sixteen) {
     return hr::SweepNumbers{.name = "4-heads-lags",
@@ -366,12 +398,12 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
   INFO(r.output);
   REQUIRE(r.status == 0);
   const std::string md = read_file(dir / "claims.md");
-  for (const char* id : {"1", "2a", "2b", "3", "4a", "4b", "5a", "5b", "6", "7"}) {
+  for (const char* id : {"1", "2a", "2b", "3a", "3b", "4a", "4b", "5a", "5b", "6", "7"}) {
     CHECK(md.find(std::string("\n| ") + id + " | ") != std::string::npos);
   }
   CHECK(count_of(md, " | supported | ") + count_of(md, " | contradicted | ") +
             count_of(md, " | inconclusive at this budget | ") ==
-        10);
+        11);
   for (const char* sweep : {"2-attn-scale", "3-concat-vs-sum", "4-heads-lags", "5-recall-narrow-heads", "6-kv-heads"}) {
     CHECK(fs::exists(dir / sweep / "sweep.json"));
     CHECK(fs::exists(dir / sweep / "results.csv"));
