@@ -292,7 +292,7 @@ std::vector<svg::Series> seed_mean_curves(const SweepPlan& plan, const std::vect
       if (r.run->point == point && !(r.*steps).empty()) seeds.push_back(&r);
     }
     if (seeds.empty()) continue;
-    svg::Series s{.name = point, .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}};
+    svg::Series s{.name = point, .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}, .each = {}};
     for (std::size_t i = 0; i < (seeds.front()->*steps).size(); ++i) {
       const double step = (seeds.front()->*steps)[i];
       double sum = 0, lo = INFINITY, hi = -INFINITY;
@@ -420,7 +420,7 @@ std::string final_plot(const SweepPlan& plan, const std::vector<PointSummary>& p
     std::vector<const PointSummary*> ps = members[key];
     std::stable_sort(ps.begin(), ps.end(),
                      [&](const PointSummary* a, const PointSummary* b) { return x_of(a->values[col]) < x_of(b->values[col]); });
-    svg::Series l{.name = key, .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}}, a = l, e = l;
+    svg::Series l{.name = key, .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}, .each = {}}, a = l, e = l;
     for (const PointSummary* p : ps) {
       const double xv = x_of(p->values[col]);
       if (p->excess_loss.n > 0) {

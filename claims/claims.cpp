@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -16,13 +17,20 @@ svg::Axis axis(std::string label, svg::Scale scale = svg::Scale::linear) {
   return {.label = std::move(label), .scale = scale, .categories = {}, .ticks = {}};
 }
 
-svg::Series series(std::string name) { return {.name = std::move(name), .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}}; }
+svg::Series series(std::string name) { return {.name = std::move(name), .x = {}, .y = {}, .lo = {}, .hi = {}, .err = {}, .each = {}}; }
 
 // A point's mean with its seed sd as the error bar (NaN where nothing finished).
 void add(svg::Series& s, double x, const SeedStats& y) {
   s.x.push_back(x);
   s.y.push_back(y.mean);
   s.err.push_back(std::isfinite(y.sd) ? y.sd : 0.0);
+  s.each.emplace_back();
+}
+
+// A point's loss: the mean with its sd, and every seed's own value beside it.
+void add_loss(svg::Series& s, double x, const PointNumbers& p) {
+  add(s, x, p.loss());
+  s.each.back() = p.seed_losses;
 }
 
 std::string loss_name(const PointNumbers& p) { return p.has_excess() ? "excess loss" : "val loss"; }
@@ -74,6 +82,7 @@ std::string heads_line(const PointNumbers& p) {
   if (p.val_accuracy.n > 0 && std::isfinite(p.val_accuracy.mean)) {
     line += fmt::format("; val accuracy {:.1f}%", 100 * p.val_accuracy.mean);
   }
+  if (p.stuck() > 0) line += fmt::format("; {} of {} seeds stuck", p.stuck(), p.seed_losses.size());
   return line;
 }
 
@@ -83,7 +92,7 @@ svg::Chart loss_vs_heads(const SweepNumbers& sweep, const std::string& title) {
                    .series = {}};
   svg::Series s = series("mean over seeds (bars: sd)");
   for (const PointNumbers* p : by_heads(sweep)) {
-    add(s, static_cast<double>(p->config.model.n_heads), p->loss());
+    add_loss(s, static_cast<double>(p->config.model.n_heads), *p);
     chart.x.ticks.push_back(static_cast<double>(p->config.model.n_heads));
     chart.y.label = loss_name(*p) + " (nats/token)";
   }
@@ -92,6 +101,27 @@ svg::Chart loss_vs_heads(const SweepNumbers& sweep, const std::string& title) {
 }
 
 }  // namespace
+
+namespace {
+// The seeds of `losses` within kStuckMargin of the best finite one (a NaN loss is stuck).
+std::vector<double> trained_seeds(const std::vector<double>& losses) {
+  double best = INFINITY;
+  for (const double v : losses) {
+    if (std::isfinite(v)) best = std::min(best, v);
+  }
+  std::vector<double> trained;
+  for (const double v : losses) {
+    if (v <= best + kStuckMargin) trained.push_back(v);
+  }
+  return trained;
+}
+}  // namespace
+
+std::size_t PointNumbers::stuck() const { return seed_losses.size() - trained_seeds(seed_losses).size(); }
+
+SeedStats PointNumbers::trained_loss() const {
+  return seed_losses.empty() ? loss() : seed_stats(trained_seeds(seed_losses));
+}
 
 const PointNumbers* SweepNumbers::find(const std::function<bool(const ModelConfig&)>& where) const {
   for (const PointNumbers& p : points) {
@@ -120,6 +150,7 @@ SweepNumbers sweep_numbers(const std::string& name, const SweepPlan& plan, const
     }
     p.val_loss = seed_stats(loss);
     p.excess_loss = seed_stats(excess);
+    p.seed_losses = excess.empty() ? loss : excess;
     p.tokens_per_s = seed_stats(speed);
     p.val_accuracy = seed_stats(accuracy);
     p.last_gain = seed_stats(gain);
@@ -214,16 +245,97 @@ ClaimRow assess_mha_parameters(const SweepNumbers* heads) {
   return row;
 }
 
-std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::vector<InitPoint>& init) {
-  // 2a: per seed, the slope of log(score sd) against log(d_k), for each scale.
-  std::map<std::uint64_t, std::map<std::size_t, double>> scaled_sd, unscaled_sd;  // seed -> d_k -> sd
+namespace {
+
+// The score sd and the attention entropy at initialisation per d_k and scale, over
+// seeds: row's numbers and two charts.
+std::pair<svg::Chart, svg::Chart> init_charts(const std::vector<InitPoint>& init, ClaimRow& row) {
   std::map<std::pair<std::size_t, bool>, std::vector<double>> sd_at, entropy_at, max_entropy_at;
   for (const InitPoint& p : init) {
-    (p.scaled ? scaled_sd : unscaled_sd)[p.seed][p.d_k] = p.attention.score_sd;
     sd_at[{p.d_k, p.scaled}].push_back(p.attention.score_sd);
     entropy_at[{p.d_k, p.scaled}].push_back(p.attention.entropy);
     max_entropy_at[{p.d_k, p.scaled}].push_back(p.attention.max_entropy);
   }
+  svg::Chart sd_chart{.title = "Score sd at initialisation", .x = axis("d_k", svg::Scale::log),
+                      .y = axis("within-row sd of the scores", svg::Scale::log), .series = {}};
+  svg::Chart ent_chart{.title = "Attention entropy at initialisation", .x = axis("d_k", svg::Scale::log),
+                       .y = axis("entropy (nats; uniform weights: the \"uniform\" line)"), .series = {}};
+  for (bool scaled : {false, true}) {
+    const std::string name = scaled ? "attn_scale 1/sqrt(d_k)" : "attn_scale 1";
+    svg::Series sd = series(name), ent = series(name), uniform = series("uniform (log keys seen)");
+    for (const auto& [key, values] : sd_at) {
+      if (key.second != scaled) continue;
+      const SeedStats s = seed_stats(values), e = seed_stats(entropy_at[key]), m = seed_stats(max_entropy_at[key]);
+      add(sd, static_cast<double>(key.first), s);
+      add(ent, static_cast<double>(key.first), e);
+      add(uniform, static_cast<double>(key.first), m);
+      row.numbers.push_back(fmt::format("d_k {}, {}: score sd {}, entropy {} of {:.4f}", key.first, name,
+                                      format_stats(s), format_stats(e), m.mean));
+      if (std::find(sd_chart.x.ticks.begin(), sd_chart.x.ticks.end(), key.first) == sd_chart.x.ticks.end()) {
+        sd_chart.x.ticks.push_back(static_cast<double>(key.first));
+        ent_chart.x.ticks.push_back(static_cast<double>(key.first));
+      }
+    }
+    sd_chart.series.push_back(std::move(sd));
+    ent_chart.series.push_back(std::move(ent));
+    if (!scaled) ent_chart.series.push_back(std::move(uniform));
+  }
+  return {sd_chart, ent_chart};
+}
+
+// The loss each scale reached at every d_k (b's numbers, a chart), and b's verdict:
+// the lower rule, scaled against unscaled at the sweep's largest d_k.
+svg::Chart compare_scaled_at_largest_dk(const SweepNumbers& sweep, ClaimRow& b) {
+  std::size_t largest = 0;
+  for (const PointNumbers& p : sweep.points) largest = std::max(largest, p.config.model.d_k);
+  svg::Chart loss_chart{.title = "Loss reached", .x = axis("d_k", svg::Scale::log), .y = axis(""), .series = {}};
+  for (bool scaled : {false, true}) {
+    svg::Series s = series(scaled ? "attn_scale 1/sqrt(d_k)" : "attn_scale 1");
+    for (const PointNumbers& p : sweep.points) {
+      const bool is_scaled = p.config.model.attn_scale.value_or(0) != 1.0;
+      if (is_scaled != scaled) continue;
+      add_loss(s, static_cast<double>(p.config.model.d_k), p);
+      loss_chart.y.label = loss_name(p) + " (nats/token)";
+      if (!scaled) loss_chart.x.ticks.push_back(static_cast<double>(p.config.model.d_k));
+      b.numbers.push_back(fmt::format("d_k {}, attn_scale {}: {} {}", p.config.model.d_k,
+                                      scaled ? "1/sqrt(d_k)" : "1", loss_name(p), format_stats(p.loss())));
+    }
+    loss_chart.series.push_back(std::move(s));
+  }
+  const PointNumbers* with = sweep.find([&](const ModelConfig& m) {
+    return m.d_k == largest && m.attn_scale.value_or(0) != 1.0;
+  });
+  const PointNumbers* without = sweep.find([&](const ModelConfig& m) {
+    return m.d_k == largest && m.attn_scale.value_or(0) == 1.0;
+  });
+  if (with != nullptr && without != nullptr) {
+    b.verdict = lower_rule(with->loss(), without->loss(), kEqualLossMargin);
+    b.summary = fmt::format("d_k {}: scaled {:.4f}, unscaled {:.4f}", largest, with->loss().mean, without->loss().mean);
+    if (with->stuck() + without->stuck() > 0) {
+      b.summary += fmt::format("; stuck seeds {} of {} scaled, {} of {} unscaled", with->stuck(),
+                               with->seed_losses.size(), without->stuck(), without->seed_losses.size());
+    }
+    b.finding = fmt::format("At d_k {} the scaled model reached {} and the unscaled one {}: the measurement {} the "
+                            "prediction.",
+                            largest, format_stats(with->loss()), format_stats(without->loss()),
+                            verdict_word(b.verdict));
+    b.finding += fmt::format(" The rule compares means over all seeds (a \"trains better\" claim counts failures): "
+                             "{} of {} scaled and {} of {} unscaled seeds were stuck (more than {} nats above their "
+                             "point's best seed).",
+                             with->stuck(), with->seed_losses.size(), without->stuck(), without->seed_losses.size(),
+                             kStuckMargin);
+  } else {
+    b.finding = "The sweep has no finished pair at its largest d_k.";
+  }
+  return loss_chart;
+}
+
+}  // namespace
+
+std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::vector<InitPoint>& init) {
+  // 2a: per seed, the slope of log(score sd) against log(d_k), for each scale.
+  std::map<std::uint64_t, std::map<std::size_t, double>> scaled_sd, unscaled_sd;  // seed -> d_k -> sd
+  for (const InitPoint& p : init) (p.scaled ? scaled_sd : unscaled_sd)[p.seed][p.d_k] = p.attention.score_sd;
   auto slopes = [](const std::map<std::uint64_t, std::map<std::size_t, double>>& by_seed) {
     std::vector<double> out;
     for (const auto& [seed, curve] : by_seed) {
@@ -258,30 +370,7 @@ std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::ve
              .summary = {}};
   a.numbers.push_back(fmt::format("slope of log score sd vs log d_k, attn_scale 1: {}", format_stats(unscaled_slope, 3)));
   a.numbers.push_back(fmt::format("slope, attn_scale 1/sqrt(d_k): {}", format_stats(scaled_slope, 3)));
-  svg::Chart sd_chart{.title = "Score sd at initialisation", .x = axis("d_k", svg::Scale::log),
-                      .y = axis("within-row sd of the scores", svg::Scale::log), .series = {}};
-  svg::Chart ent_chart{.title = "Attention entropy at initialisation", .x = axis("d_k", svg::Scale::log),
-                       .y = axis("entropy (nats; uniform weights: the \"uniform\" line)"), .series = {}};
-  for (bool scaled : {false, true}) {
-    const std::string name = scaled ? "attn_scale 1/sqrt(d_k)" : "attn_scale 1";
-    svg::Series sd = series(name), ent = series(name), uniform = series("uniform (log keys seen)");
-    for (const auto& [key, values] : sd_at) {
-      if (key.second != scaled) continue;
-      const SeedStats s = seed_stats(values), e = seed_stats(entropy_at[key]), m = seed_stats(max_entropy_at[key]);
-      add(sd, static_cast<double>(key.first), s);
-      add(ent, static_cast<double>(key.first), e);
-      add(uniform, static_cast<double>(key.first), m);
-      a.numbers.push_back(fmt::format("d_k {}, {}: score sd {}, entropy {} of {:.4f}", key.first, name,
-                                      format_stats(s), format_stats(e), m.mean));
-      if (std::find(sd_chart.x.ticks.begin(), sd_chart.x.ticks.end(), key.first) == sd_chart.x.ticks.end()) {
-        sd_chart.x.ticks.push_back(static_cast<double>(key.first));
-        ent_chart.x.ticks.push_back(static_cast<double>(key.first));
-      }
-    }
-    sd_chart.series.push_back(std::move(sd));
-    ent_chart.series.push_back(std::move(ent));
-    if (!scaled) ent_chart.series.push_back(std::move(uniform));
-  }
+  const auto [sd_chart, ent_chart] = init_charts(init, a);
   a.verdict = all_of({slope_rule(unscaled_slope, 0.5, kSlopeTolerance), slope_rule(scaled_slope, 0.0, kSlopeTolerance)});
   a.plot_svg = svg::render({sd_chart, ent_chart}, "Claim 2: attention scores at initialisation against d_k");
   a.summary = fmt::format("slope unscaled {:.3f}, scaled {:.3f}", unscaled_slope.mean, scaled_slope.mean);
@@ -306,40 +395,48 @@ std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::ve
              .verdict = Verdict::inconclusive,
              .finding = {},
              .summary = {}};
-  std::size_t largest = 0;
-  for (const PointNumbers& p : sweep.points) largest = std::max(largest, p.config.model.d_k);
-  svg::Chart loss_chart{.title = "Loss reached", .x = axis("d_k", svg::Scale::log), .y = axis(""), .series = {}};
-  for (bool scaled : {false, true}) {
-    svg::Series s = series(scaled ? "attn_scale 1/sqrt(d_k)" : "attn_scale 1");
-    for (const PointNumbers& p : sweep.points) {
-      const bool is_scaled = p.config.model.attn_scale.value_or(0) != 1.0;
-      if (is_scaled != scaled) continue;
-      add(s, static_cast<double>(p.config.model.d_k), p.loss());
-      loss_chart.y.label = loss_name(p) + " (nats/token)";
-      if (!scaled) loss_chart.x.ticks.push_back(static_cast<double>(p.config.model.d_k));
-      b.numbers.push_back(fmt::format("d_k {}, attn_scale {}: {} {}", p.config.model.d_k,
-                                      scaled ? "1/sqrt(d_k)" : "1", loss_name(p), format_stats(p.loss())));
-    }
-    loss_chart.series.push_back(std::move(s));
-  }
-  const PointNumbers* with = sweep.find([&](const ModelConfig& m) {
-    return m.d_k == largest && m.attn_scale.value_or(0) != 1.0;
-  });
-  const PointNumbers* without = sweep.find([&](const ModelConfig& m) {
-    return m.d_k == largest && m.attn_scale.value_or(0) == 1.0;
-  });
-  if (with != nullptr && without != nullptr) {
-    b.verdict = lower_rule(with->loss(), without->loss(), kEqualLossMargin);
-    b.summary = fmt::format("d_k {}: scaled {:.4f}, unscaled {:.4f}", largest, with->loss().mean, without->loss().mean);
-    b.finding = fmt::format("At d_k {} the scaled model reached {} and the unscaled one {}: the measurement {} the "
-                            "prediction.",
-                            largest, format_stats(with->loss()), format_stats(without->loss()),
-                            verdict_word(b.verdict));
-  } else {
-    b.finding = "The sweep has no finished pair at its largest d_k.";
-  }
+  const svg::Chart loss_chart = compare_scaled_at_largest_dk(sweep, b);
   b.plot_svg = svg::render({loss_chart}, "Claim 2: loss reached against d_k, scaled and unscaled");
   return {a, b};
+}
+
+ClaimRow assess_attn_scale_unit_init(const SweepNumbers& sweep, const std::vector<InitPoint>& init) {
+  ClaimRow c{.id = "2c",
+             .claim = "... and where the variance argument bites: queries and keys of unit variance",
+             .experiment = "the models of 2b with init_std 1/sqrt(d_model) = 0.125 (pre-LayerNorm inputs of unit "
+                           "variance, so each q and k entry starts with variance 1 and q.k with variance d_k): the "
+                           "score sd and attention entropy at initialisation, and the loss reached at each d_k",
+             .sweeps = {sweep.name},
+             .prediction = "unscaled, the scores start with sd sqrt(d_k) (16 at d_k 256): each softmax row is almost "
+                           "one-hot (entropy near 0), its gradient almost 0, so the scaled model trains to a lower "
+                           "loss at the largest d_k",
+             .rule = fmt::format("lower rule on the final loss at the largest d_k, scaled vs unscaled: supported when "
+                                 "the scaled mean is lower beyond seed noise; contradicted when it is higher beyond "
+                                 "noise, or both agree within {} nats; else inconclusive",
+                                 kEqualLossMargin),
+             .numbers = {},
+             .plot_svg = {},
+             .verdict = Verdict::inconclusive,
+             .finding = {},
+             .summary = {}};
+  const auto [sd_chart, ent_chart] = init_charts(init, c);
+  const svg::Chart loss_chart = compare_scaled_at_largest_dk(sweep, c);
+  std::size_t largest = 0;
+  for (const InitPoint& p : init) largest = std::max(largest, p.d_k);
+  std::vector<double> entropy, uniform;
+  for (const InitPoint& p : init) {
+    if (p.d_k == largest && !p.scaled) {
+      entropy.push_back(p.attention.entropy);
+      uniform.push_back(p.attention.max_entropy);
+    }
+  }
+  if (!entropy.empty()) {
+    c.summary += fmt::format("{}entropy at init, unscaled d_k {}: {:.3f} of {:.3f}", c.summary.empty() ? "" : "; ",
+                             largest, seed_stats(entropy).mean, seed_stats(uniform).mean);
+  }
+  c.plot_svg = svg::render({ent_chart, loss_chart},
+                           "Claim 2c: unit-variance queries and keys: entropy at initialisation, loss reached");
+  return c;
 }
 
 std::vector<ClaimRow> assess_concat_sum(const SweepNumbers& sweep) {
@@ -382,7 +479,7 @@ std::vector<ClaimRow> assess_concat_sum(const SweepNumbers& sweep) {
     svg::Series s = series(combine == HeadCombine::concat ? "concat" : "sum");
     for (const PointNumbers& p : sweep.points) {
       if (p.config.model.head_combine != combine) continue;
-      add(s, static_cast<double>(p.config.model.d_v), p.loss());
+      add_loss(s, static_cast<double>(p.config.model.d_v), p);
       chart.y.label = loss_name(p) + " (nats/token)";
       if (combine == HeadCombine::concat) chart.x.ticks.push_back(static_cast<double>(p.config.model.d_v));
       const std::string line = fmt::format("{}, d_v {}: {} parameters ({} attention); {} {}", s.name,
@@ -455,12 +552,14 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
              .experiment = experiment,
              .sweeps = {sweep.name},
              .prediction = prediction,
-             .rule = fmt::format("near-zero rule, the excess at h = {0}: supported when mean + 2 se <= {1} nats; "
+             .rule = fmt::format("near-zero rule on the excess at h = {0} of the seeds that trained (a \"can reach\" "
+                                 "claim: a seed more than {2} nats above the point's best is stuck, counted and left "
+                                 "out): supported when mean + 2 se <= {1} nats; "
                                  "contradicted when mean - 2 se > {1} nats and the runs had stopped improving; "
                                  "inconclusive while their loss still fell between the last two validations by more "
                                  "than two standard errors (an undertrained model is far from 0 too: that is the "
                                  "budget, not the heads), and otherwise",
-                                 lags, kNearZeroExcess),
+                                 lags, kNearZeroExcess, kStuckMargin),
              .numbers = {},
              .plot_svg = {},
              .verdict = Verdict::inconclusive,
@@ -480,11 +579,19 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
     a.finding = fmt::format("The sweep lacks h = 1 or h = {} among its finished points.", lags);
   }
   if (elbow != nullptr) {
-    b.verdict = near_zero_rule(elbow->loss(), kNearZeroExcess);
+    const SeedStats trained = elbow->trained_loss();
+    b.verdict = near_zero_rule(trained, kNearZeroExcess);
     b.numbers.push_back(heads_line(*elbow));
-    b.summary = fmt::format("excess h={} {}", lags, format_stats(elbow->loss()));
+    b.summary = fmt::format("excess h={} {}", lags, format_stats(trained));
     b.finding = fmt::format("{} heads end {} above the Bayes loss: the measurement {} \"about 0\" (within {} nats).",
-                            lags, format_stats(elbow->loss()), verdict_word(b.verdict), kNearZeroExcess);
+                            lags, format_stats(trained), verdict_word(b.verdict), kNearZeroExcess);
+    if (elbow->stuck() > 0) {
+      b.summary += fmt::format("; {} of {} seeds stuck", elbow->stuck(), elbow->seed_losses.size());
+      b.finding += fmt::format(" {} of {} seeds were stuck (more than {} nats above the best seed; all seeds: {}) "
+                               "and are left out: how often training gets there is another claim than whether the "
+                               "model can.",
+                               elbow->stuck(), elbow->seed_losses.size(), kStuckMargin, format_stats(elbow->loss()));
+    }
     if (b.verdict == Verdict::contradicted && still_improving(elbow->last_gain)) {
       b.verdict = Verdict::inconclusive;
       b.summary += fmt::format(", still falling {:.4f} per validation", elbow->last_gain.mean);
@@ -613,7 +720,7 @@ ClaimRow assess_kv_heads(const SweepNumbers& sweep) {
       checks.push_back({fmt::format("g={}", m.n_kv_heads), expected, kv});
       b.x.push_back(static_cast<double>(m.n_kv_heads));
       b.y.push_back(kv);
-      add(l, static_cast<double>(m.n_kv_heads), p->loss());
+      add_loss(l, static_cast<double>(m.n_kv_heads), *p);
       bytes.x.ticks.push_back(static_cast<double>(m.n_kv_heads));
       loss.x.ticks.push_back(static_cast<double>(m.n_kv_heads));
       loss.y.label = loss_name(*p) + " (nats/token)";

@@ -26,6 +26,10 @@ inline constexpr double kTimeMargin = 0.05;       // step times within 5% are eq
 // recall (2 pairs a row) is learned when a point's accuracy passes this: halfway from
 // picking one of the two values in context (50%) to always right.
 inline constexpr double kRecallLearned = 0.75;
+// nats: a seed whose loss ends this far above its point's best seed is stuck, a run
+// that failed to train where another seed of the same model did (five times the
+// margin within which two losses count as equal).
+inline constexpr double kStuckMargin = 0.1;
 
 // One grid point of a sweep: its config (the first run's, seed aside) and its numbers over seeds.
 struct PointNumbers {
@@ -36,6 +40,12 @@ struct PointNumbers {
   // last: how much it was still gaining when it stopped (empty below two validations).
   SeedStats last_gain{};
   std::size_t parameters = 0, attention_parameters = 0;
+  std::vector<double> seed_losses{};  // each finished seed's loss() value, in run order
+  // The seeds whose loss ended more than kStuckMargin above the point's best seed.
+  std::size_t stuck() const;
+  // loss() over the seeds that are not stuck: what the model reaches when training
+  // works (loss() itself when the seeds' own values are not known).
+  SeedStats trained_loss() const;
   // The loss the claims compare: the excess loss where the task knows its Bayes loss,
   // else the validation loss.
   const SeedStats& loss() const { return excess_loss.n > 0 ? excess_loss : val_loss; }
@@ -84,6 +94,9 @@ ClaimRow assess_mha_parameters(const SweepNumbers* heads);
 // 2a: the score sd at initialisation against d_k (slope 0.5 unscaled, 0 scaled);
 // 2b: the loss reached, scaled vs unscaled at the largest d_k.
 std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::vector<InitPoint>& init);
+// 2c: the same comparison where q and k start with unit variance (init_std
+// 1/sqrt(d_model)): the entropy at initialisation and the loss at the largest d_k.
+ClaimRow assess_attn_scale_unit_init(const SweepNumbers& sweep, const std::vector<InitPoint>& init);
 // 3a: concatenated vs summed heads at the same d_v (the seed's claim: summing instead
 // of concatenating, fewer parameters); 3b: the same at equal weights (sum's d_v wider).
 std::vector<ClaimRow> assess_concat_sum(const SweepNumbers& sweep);

@@ -89,15 +89,16 @@ std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPl
     }
     throw std::out_of_range(fmt::format("headroom claims: no sweep named {}", name));
   };
-  const SweepPlan* scale_plan = nullptr;
-  for (std::size_t i = 0; i < plans.size(); ++i) {
-    if (study.sweeps[i].name == "2-attn-scale") scale_plan = &plans[i];
-  }
+  const auto init_of = [&](const std::string& name) {
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      if (study.sweeps[i].name == name) return measure_init(plans[i]);
+    }
+    return std::vector<InitPoint>{};
+  };
   std::vector<ClaimRow> rows;
   rows.push_back(assess_mha_parameters(&at("4-heads-lags")));
-  for (ClaimRow& r : assess_attn_scale(at("2-attn-scale"), scale_plan ? measure_init(*scale_plan) : std::vector<InitPoint>{})) {
-    rows.push_back(std::move(r));
-  }
+  for (ClaimRow& r : assess_attn_scale(at("2-attn-scale"), init_of("2-attn-scale"))) rows.push_back(std::move(r));
+  rows.push_back(assess_attn_scale_unit_init(at("2-attn-scale-unit-init"), init_of("2-attn-scale-unit-init")));
   for (ClaimRow& r : assess_concat_sum(at("3-concat-vs-sum"))) rows.push_back(std::move(r));
   // |K|, the elbow claim 4 predicts: the offsets the heads sweep's lags task reads.
   std::size_t lags = 0;

@@ -156,6 +156,15 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds) {
                  .seeds = n};
     study.sweeps.push_back(std::move(s));
   }
+  // Claim 2c: the same models with queries and keys of unit variance at
+  // initialisation: init_std 1/sqrt(64) on the pre-LayerNorm inputs of unit variance.
+  {
+    ClaimSweep s = study.sweeps.back();
+    s.name = "2-attn-scale-unit-init";
+    s.about = "claim 2's sweep with init_std 0.125 = 1/sqrt(d_model): q.k of variance d_k at initialisation: claim 2c";
+    s.base.insert(s.base.begin() + 5, setting("model.init_std", 0.125, "--init-std 0.125"));
+    study.sweeps.push_back(std::move(s));
+  }
   // Claim 3: 3 heads of d_k 8 at d_model 24, no biases. Concatenated heads with
   // d_v 8 and summed heads with d_v 12 have the same weights:
   //   concat: 3 (24 x 24) + (24 x 24) = 2304;  sum: 2 (24 x 24) + (24 x 36) + (12 x 24) = 2304.

@@ -81,7 +81,8 @@ AttentionOptions attention_options(const ModelConfig& c) {
                           .qk_norm_eps = c.ln_eps,
                           .key_smear = c.key_smear,
                           .rope = c.pos == PositionEncoding::rope,
-                          .rope_base = c.rope_base};
+                          .rope_base = c.rope_base,
+                          .init_std = c.init_std};
 }
 
 ResolvedModelConfig ModelConfig::resolved() const {
@@ -140,6 +141,9 @@ ResolvedModelConfig ModelConfig::resolved() const {
         "model config: pos_qk_only with pos '{}': it adds a position table, which only pos 'learned' and "
         "'sinusoidal' have",
         to_string(pos)));
+  }
+  if (!(init_std > 0) || !std::isfinite(init_std)) {
+    throw std::invalid_argument(fmt::format("model config: init_std must be a positive number, got {}", init_std));
   }
   r.d_ff = attn_only ? 0 : d_ff == 0 ? ffn_width : d_ff;
   if (!(ln_eps > 0) || !std::isfinite(ln_eps)) {

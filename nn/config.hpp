@@ -66,6 +66,10 @@ struct ModelConfig {
   bool qk_norm = false;        // RMSNorm of each head's q and k over d_k, before RoPE and the scores
   bool key_smear = false;      // k_t <- s k_t + (1 - s) k_{t-1}, s = sigmoid(learned, per kv head)
   bool pos_qk_only = false;    // positions added to the inputs of q_proj and k_proj only, in every layer
+  // Initial weights N(0, init_std^2), the residual stream's writers init_std / sqrt(2
+  // n_layers) (TransformerLM). GPT-2's 0.02; 1 / sqrt(d_model) gives a pre-norm
+  // model queries and keys of unit variance, the variance argument's assumption.
+  double init_std = 0.02;
 
   // Every default filled in and every value checked; a bad value or combination is
   // a std::invalid_argument naming the key and the numbers.

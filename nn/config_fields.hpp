@@ -60,6 +60,10 @@ void for_each_model_field(Visit&& visit) {
               Flag{.help = "Each key mixes in the previous position's key through a learned gate"}));
   visit(field("pos_qk_only", &M::pos_qk_only,
               Flag{.help = "Positions added to queries and keys in every layer, not to the input (Shortformer)"}));
+  visit(field("init_std", &M::init_std,
+              Flag{.help = "Initial weights N(0, init_std^2); 1/sqrt(d_model) gives unit-variance queries and keys "
+                           "(default {}, GPT-2's)",
+                   .check = C::positive}));
 }
 
 }  // namespace headroom

@@ -65,16 +65,17 @@ TransformerLM<T>::TransformerLM(const ModelConfig& config, Rng& rng) : Transform
 template <typename T>
 TransformerLM<T>::TransformerLM(const ResolvedModelConfig& config, Rng& rng)
     : config_(config),
-      tok_emb_({.num_embeddings = config->vocab, .dim = config->d_model}, rng) {
+      tok_emb_({.num_embeddings = config->vocab, .dim = config->d_model, .init_std = config->init_std}, rng) {
   const ModelConfig& c = config_;
   this->register_module("tok_emb", tok_emb_);
   if (c.pos == PositionEncoding::learned) {
-    pos_emb_ = std::make_unique<Embedding<T>>(EmbeddingOptions{.num_embeddings = c.max_len, .dim = c.d_model}, rng);
+    pos_emb_ = std::make_unique<Embedding<T>>(
+        EmbeddingOptions{.num_embeddings = c.max_len, .dim = c.d_model, .init_std = c.init_std}, rng);
     this->register_module("pos_emb", *pos_emb_);
   } else if (c.pos == PositionEncoding::sinusoidal) {
     sinusoid_ = sinusoidal_positions<T>(c.max_len, c.d_model);
   }
-  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layers));
+  const double residual_std = c.init_std / std::sqrt(2.0 * static_cast<double>(c.n_layers));
   for (std::size_t i = 0; i < c.n_layers; ++i) {
     BlockOptions b{
         .attention = attention_options(c),
@@ -82,6 +83,7 @@ TransformerLM<T>::TransformerLM(const ResolvedModelConfig& config, Rng& rng)
                 .d_ff = c.d_ff,
                 .activation = c.activation,
                 .bias = c.bias,
+                .init_std = c.init_std,
                 .out_init_std = residual_std,
                 .type = c.ffn},
         .norm = c.norm,
@@ -98,7 +100,7 @@ TransformerLM<T>::TransformerLM(const ResolvedModelConfig& config, Rng& rng)
   }
   if (!c.tie_embeddings) {
     head_ = std::make_unique<Linear<T>>(
-        LinearOptions{.in_features = c.d_model, .out_features = c.vocab, .bias = false}, rng);
+        LinearOptions{.in_features = c.d_model, .out_features = c.vocab, .bias = false, .init_std = c.init_std}, rng);
     this->register_module("head", *head_);
   }
 }

@@ -74,9 +74,9 @@ class TransformerBlock : public Module<T> {
 template <typename T>
 class TransformerLM : public Module<T> {
  public:
-  // Initialisation (GPT-2, as nanoGPT): weights N(0, 0.02^2), the two projections
-  // that write into the residual stream (attn.out_proj, ffn.fc2 or ffn.down_proj)
-  // N(0, (0.02 / sqrt(2 n_layers))^2), biases 0, LayerNorm and RMSNorm weights 1
+  // Initialisation (GPT-2, as nanoGPT, with s = config.init_std, 0.02 by default):
+  // weights N(0, s^2), the two projections that write into the residual stream
+  // (attn.out_proj, ffn.fc2 or ffn.down_proj) N(0, (s / sqrt(2 n_layers))^2), biases 0, LayerNorm and RMSNorm weights 1
   // (q_norm and k_norm too), LayerNorm bias 0, attn.key_smear 0.
   // A plain ModelConfig is resolved first (and may throw); a resolved one is used as is.
   TransformerLM(const ModelConfig& config, Rng& rng);

@@ -136,6 +136,7 @@ void render_chart(std::string& out, const Chart& chart, double x0, double y0) {
     ys.insert(ys.end(), s.y.begin(), s.y.end());
     ys.insert(ys.end(), s.lo.begin(), s.lo.end());
     ys.insert(ys.end(), s.hi.begin(), s.hi.end());
+    for (const std::vector<double>& values : s.each) ys.insert(ys.end(), values.begin(), values.end());
     for (std::size_t i = 0; i < s.err.size() && i < s.y.size(); ++i) {
       ys.push_back(s.y[i] + s.err[i]);
       if (chart.y.scale == Scale::linear || s.y[i] - s.err[i] > 0) ys.push_back(s.y[i] - s.err[i]);
@@ -225,6 +226,14 @@ void render_chart(std::string& out, const Chart& chart, double x0, double y0) {
       }
       if (n <= 60) {
         out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"/>\n", num(x), num(py(s.y[i])), color);
+      }
+      if (s.each.size() == n) {
+        for (const double v : s.each[i]) {
+          if (!usable(v, logy)) continue;
+          out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"none\" stroke=\"{}\" "
+                             "stroke-width=\"1\" stroke-opacity=\"0.7\"/>\n",
+                             num(x + 6), num(py(v)), color);
+        }
       }
     }
   }

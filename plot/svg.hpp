@@ -15,6 +15,9 @@ struct Series {
   std::vector<double> x{}, y{};  // points; non-finite ones are left out
   std::vector<double> lo{}, hi{};  // a shaded band from lo to hi (empty: none), one per point
   std::vector<double> err{};     // error bars y +- err (empty: none), one per point
+  // Each point's own observations (one per seed), drawn as hollow markers at its x
+  // so that one failed seed shows as itself and not only as a wider bar (empty: none).
+  std::vector<std::vector<double>> each{};
 };
 
 enum class Scale { linear, log };

@@ -259,6 +259,63 @@ TEST_CASE("claim 3: concat against sum at the same d_v (3a, the seed's) and at e
   for (const hr::ClaimRow& r : hr::assess_concat_sum(lone)) CHECK(r.verdict == V::inconclusive);
 }
 
+TEST_CASE("a seed more than 0.1 nats above its point's best is stuck: counted, shown, and left out of 4b") {
+  // Four seeds at the Bayes loss and one that failed, as h = 2 on lags can end.
+  const auto point_of = [](std::vector<double> seeds) {
+    hr::PointNumbers p = heads_point(2, stats(0, 0, 0));
+    p.excess_loss = hr::seed_stats(seeds);
+    p.seed_losses = std::move(seeds);
+    return p;
+  };
+  const hr::PointNumbers failed = point_of({0.0065, 0.0091, 0.0072, 0.355, 0.0080});
+  CHECK(failed.stuck() == 1);
+  CHECK(failed.trained_loss().n == 4);
+  CHECK(failed.trained_loss().mean == doctest::Approx(0.0077));
+  // The margin from both sides (exact in binary: 0.125 above the best, and 1/64 less).
+  CHECK(point_of({0.5, 0.5 + 0.125}).stuck() == 1);
+  CHECK(point_of({0.5, 0.5 + 0.0625}).stuck() == 0);
+  CHECK(point_of({0.5, 0.5 + hr::kStuckMargin}).stuck() == 0);
+  CHECK(point_of({0.5, NAN}).stuck() == 1);
+  CHECK(point_of({}).stuck() == 0);
+
+  hr::SweepNumbers sweep{.name = "4-heads-lags", .points = {heads_point(1, stats(0.3, 0.01, 5)), failed}};
+  const std::vector<hr::ClaimRow> rows = hr::assess_several_heads(sweep, 2);
+  // The mean over all five (0.077, sd 0.155) decides nothing; the four that trained are about 0.
+  CHECK(hr::near_zero_rule(failed.loss(), hr::kNearZeroExcess) == hr::Verdict::inconclusive);
+  CHECK(rows.at(1).verdict == hr::Verdict::supported);
+  CHECK(rows.at(1).summary.find("1 of 5 seeds stuck") != std::string::npos);
+  CHECK(rows.at(1).finding.find("left out") != std::string::npos);
+  // Every seed is drawn, beside the mean: five hollow markers at h = 2.
+  CHECK(count_of(rows.at(0).plot_svg, "fill=\"none\" stroke=") >= 5);
+}
+
+TEST_CASE("claim 2c: unit-variance queries and keys, the entropy at initialisation and the loss at the largest d_k") {
+  const auto point = [](std::size_t dk, bool scaled, double loss) {
+    hr::PointNumbers p = heads_point(2, stats(loss, 0.01, 5));
+    p.config.model.d_model = 64;
+    p.config.model.d_k = dk;
+    if (!scaled) p.config.model.attn_scale = 1.0;
+    return p;
+  };
+  std::vector<hr::InitPoint> init;
+  for (std::uint64_t seed = 0; seed < 3; ++seed) {
+    init.push_back({.d_k = 256, .scaled = false, .seed = seed, .attention = {.score_sd = 16, .entropy = 0.05, .max_entropy = 2.7}});
+    init.push_back({.d_k = 256, .scaled = true, .seed = seed, .attention = {.score_sd = 1, .entropy = 2.1, .max_entropy = 2.7}});
+  }
+  const auto verdict = [&](double scaled, double unscaled) {
+    const hr::SweepNumbers sweep{.name = "2-attn-scale-unit-init",
+                                 .points = {point(16, true, 0.05), point(16, false, 0.05), point(256, true, scaled),
+                                            point(256, false, unscaled)}};
+    const hr::ClaimRow row = hr::assess_attn_scale_unit_init(sweep, init);
+    CHECK(row.id == "2c");
+    CHECK(row.summary.find("entropy at init, unscaled d_k 256: 0.050 of 2.700") != std::string::npos);
+    return row.verdict;
+  };
+  CHECK(verdict(0.03, 0.40) == hr::Verdict::supported);
+  CHECK(verdict(0.40, 0.03) == hr::Verdict::contradicted);
+  CHECK(verdict(0.03, 0.031) == hr::Verdict::contradicted);  // equal within the margin
+}
+
 TEST_CASE("claim 7: tokens per second against the head count") {
   auto sweep = [](double one, double sixteen) {
     return hr::SweepNumbers{.name = "4-heads-lags",
@@ -398,13 +455,14 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
   INFO(r.output);
   REQUIRE(r.status == 0);
   const std::string md = read_file(dir / "claims.md");
-  for (const char* id : {"1", "2a", "2b", "3a", "3b", "4a", "4b", "5a", "5b", "6", "7"}) {
+  for (const char* id : {"1", "2a", "2b", "2c", "3a", "3b", "4a", "4b", "5a", "5b", "6", "7"}) {
     CHECK(md.find(std::string("\n| ") + id + " | ") != std::string::npos);
   }
   CHECK(count_of(md, " | supported | ") + count_of(md, " | contradicted | ") +
             count_of(md, " | inconclusive at this budget | ") ==
-        11);
-  for (const char* sweep : {"2-attn-scale", "3-concat-vs-sum", "4-heads-lags", "5-recall-narrow-heads", "6-kv-heads"}) {
+        12);
+  for (const char* sweep : {"2-attn-scale", "2-attn-scale-unit-init", "3-concat-vs-sum", "4-heads-lags",
+                            "5-recall-narrow-heads", "6-kv-heads"}) {
     CHECK(fs::exists(dir / sweep / "sweep.json"));
     CHECK(fs::exists(dir / sweep / "results.csv"));
     CHECK(fs::exists(dir / sweep / "report.html"));
@@ -418,7 +476,7 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
   // Again: every run is finished, nothing trains.
   r = run_headroom("claims --budget smoke --jobs 2 --out " + dir.string());
   CHECK(r.status == 0);
-  CHECK(count_of(r.output, "finished before (skipped), 0 to run") == 5);
+  CHECK(count_of(r.output, "finished before (skipped), 0 to run") == 6);
 
   // The command printed for a sweep is that very sweep: ablate finds it all finished.
   const std::string program = "headroom ";

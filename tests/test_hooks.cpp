@@ -233,7 +233,7 @@ TEST_CASE("a pattern hook sets the weights each head reads: uniform weights aver
   CHECK(worst < 1e-12);
 }
 
-TEST_CASE("concatenated heads times W_O equal the sum of each head times its slice of W_O; summed heads share W_O") {
+TEST_CASE("concatenated heads times W_O equal the sum of each head times its slice of W_O, and summed heads share W_O") {
   // Claim 3's identity (docs/cli/claims.md): [z_1 ... z_H] W_O^T = sum_h z_h W_O[:, h]^T,
   // with W_O[:, h] the d_v columns that head h's slice of the concatenation meets. So
   // concatenation is a sum of per-head projections; summing the heads *before* one

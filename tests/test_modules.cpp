@@ -181,7 +181,7 @@ static hr::ModelConfig every_field_set() {
   return {.vocab = 11, .d_model = 24, .n_layers = 3, .n_heads = 6, .n_kv_heads = 3, .d_k = 5, .d_v = 7,
           .head_combine = hr::HeadCombine::sum, .d_ff = 40, .max_len = 9, .norm = hr::NormPlacement::post,
           .activation = hr::Activation::relu, .pos = hr::PositionEncoding::sinusoidal, .causal = false,
-          .attn_scale = 0.3, .ln_eps = 1e-6, .bias = false, .tie_embeddings = true};
+          .attn_scale = 0.3, .ln_eps = 1e-6, .bias = false, .tie_embeddings = true, .init_std = 0.125};
 }
 static hr::ModelConfig attn_only_set() {
   hr::ModelConfig c = every_field_set();
@@ -207,7 +207,7 @@ TEST_CASE("model config field table: every field round-trips through JSON under 
                    modern_set().*f.member != defaults.*f.member),
                   "every config leaves it at its default");
   });
-  CHECK(fields == 25);
+  CHECK(fields == 26);
   for (const hr::ModelConfig& config : {every_field_set(), attn_only_set(), modern_set()}) {
     const hr::ModelConfig set = config.resolved();
     const nlohmann::json json = hr::to_json(set);
@@ -230,10 +230,39 @@ TEST_CASE("model config field table: the unknown-key message lists every key, in
   CHECK(keys ==
         "vocab, d_model, n_layers, n_heads, n_kv_heads, d_k, d_v, head_combine, d_ff, max_len, norm, activation, pos, "
         "causal, attn_scale, ln_eps, bias, tie_embeddings, attn_only, rope_base, norm_type, ffn, qk_norm, key_smear, "
-        "pos_qk_only");
+        "pos_qk_only, init_std");
   CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "heads": 4})", "cfg.json"),
                        ("cfg.json: unknown model config key 'heads' (keys: " + keys + ")").c_str(),
                        std::invalid_argument);
+}
+
+TEST_CASE("init_std sets every initial weight's sd, the residual writers' divided by sqrt(2 n_layers)") {
+  const auto sd_of = [](const xt::xarray<float>& w) {
+    double sum = 0, sq = 0;
+    for (const float v : w) sum += v;
+    const double mean = sum / static_cast<double>(w.size());
+    for (const float v : w) sq += (v - mean) * (v - mean);
+    return std::sqrt(sq / static_cast<double>(w.size() - 1));
+  };
+  for (const double init_std : {0.02, 0.125}) {
+    CAPTURE(init_std);
+    hr::Rng rng(5);
+    const hr::TransformerLM<float> model(
+        hr::ModelConfig{.vocab = 97, .d_model = 64, .n_layers = 2, .n_heads = 2, .max_len = 16, .init_std = init_std},
+        rng);
+    for (const auto& [name, p] : model.named_parameters()) {
+      if (p.value().dimension() != 2) continue;  // biases and norm weights keep their constants
+      CAPTURE(name);
+      const bool writer = name.find("out_proj") != std::string::npos || name.find("fc2") != std::string::npos;
+      const double want = writer ? init_std / std::sqrt(4.0) : init_std;
+      // Thousands of draws: the sample sd is within 10% of the true one.
+      CHECK(sd_of(p.value()) == doctest::Approx(want).epsilon(0.1));
+    }
+  }
+  for (const double bad : {0.0, -0.02, static_cast<double>(INFINITY), static_cast<double>(NAN)}) {
+    CHECK_THROWS_WITH_AS(hr::ModelConfig({.vocab = 5, .init_std = bad}).resolved(),
+                         doctest::Contains("model config: init_std must be a positive number"), std::invalid_argument);
+  }
 }
 
 TEST_CASE("model config enums: every name parses back to its value, and a bad name is named") {
