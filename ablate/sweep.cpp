@@ -228,6 +228,23 @@ std::vector<std::uint64_t> parse_seeds(const std::string& text) {
   return seeds;
 }
 
+std::vector<std::uint64_t> parse_seeds(const std::string& text, std::uint64_t offset) {
+  if (offset > kMaxSeedOffset) throw std::invalid_argument(fmt::format("--seed-offset {}: at most {}", offset, kMaxSeedOffset));
+  // A seed has at most 19 digits (below 10^19) and the offset at most 10^12: the sum
+  // stays below 2^64.
+  std::vector<std::uint64_t> seeds = parse_seeds(text);
+  for (std::uint64_t& s : seeds) s += offset;
+  return seeds;
+}
+
+std::uint64_t parse_seed_offset(const std::string& text) {
+  if (!whole_number(text) || text.size() > 13 || std::stoull(text) > kMaxSeedOffset) {
+    throw std::invalid_argument(
+        fmt::format("expected a whole number from 0 to {}, got '{}'", kMaxSeedOffset, text));
+  }
+  return std::stoull(text);
+}
+
 Shard parse_shard(const std::string& text) {
   const std::vector<std::string> parts = split(text, '/');
   if (parts.size() != 2 || !whole_number(parts[0]) || !whole_number(parts[1])) {

@@ -65,6 +65,13 @@ SweepAxis parse_count_axis(const std::string& flag, const std::string& key, cons
 SweepAxis parse_sweep_flag(const std::string& text);
 // "N": seeds 0..N-1; "0,5,9" (or "7," for the one seed 7): these seeds.
 std::vector<std::uint64_t> parse_seeds(const std::string& text);
+// The seeds of `text` (parse_seeds) shifted by `offset`: --seeds 5 --seed-offset 100
+// is seeds 100..104, a set disjoint from --seeds 5's, to replicate a sweep on.
+std::vector<std::uint64_t> parse_seeds(const std::string& text, std::uint64_t offset);
+// "N", a whole number of at most kMaxSeedOffset (a seed stays far from the
+// wrap-around of its 64 bits).
+std::uint64_t parse_seed_offset(const std::string& text);
+inline constexpr std::uint64_t kMaxSeedOffset = 1'000'000'000'000;
 // "K/N" with 1 <= K <= N.
 Shard parse_shard(const std::string& text);
 

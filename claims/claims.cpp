@@ -159,6 +159,21 @@ SweepNumbers sweep_numbers(const std::string& name, const SweepPlan& plan, const
   return out;
 }
 
+void add_replication(std::vector<ClaimRow>& all, const std::vector<ClaimRow>& a, const std::vector<ClaimRow>& b) {
+  if (a.size() != all.size() || b.size() != all.size()) {
+    throw std::logic_error("add_replication: the seed sets' rows differ from the study's");
+  }
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (a[i].id != all[i].id || b[i].id != all[i].id) {
+      throw std::logic_error(fmt::format("add_replication: row {} is {} and {} in the seed sets", all[i].id, a[i].id,
+                                         b[i].id));
+    }
+    all[i].replicated = true;
+    all[i].set_a = a[i].verdict;
+    all[i].set_b = b[i].verdict;
+  }
+}
+
 std::string format_stats(const SeedStats& s, int decimals) {
   if (s.n == 0 || !std::isfinite(s.mean)) return "n/a";
   const std::string sd = std::isfinite(s.sd) ? fmt::format("{:.{}f}", s.sd, decimals) : "n/a";

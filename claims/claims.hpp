@@ -83,7 +83,17 @@ struct ClaimRow {
   Verdict verdict = Verdict::inconclusive;
   std::string finding;               // what was found, plainly, against the prediction
   std::string summary;               // the headline numbers, for the table
+  // The same rule on each of the study's two disjoint seed sets (claims/study.hpp),
+  // when it ran both: the verdict is settled only where they agree.
+  bool replicated = false;
+  Verdict set_a = Verdict::inconclusive, set_b = Verdict::inconclusive;
+  // Both seed sets give the same verdict, and it is not inconclusive.
+  bool settled() const { return replicated && set_a == set_b && set_a != Verdict::inconclusive; }
 };
+
+// Each row of `all` (the claims assessed on every seed) with the verdicts of the
+// same claims on seed set A and on seed set B (the same rows, in the same order).
+void add_replication(std::vector<ClaimRow>& all, const std::vector<ClaimRow>& a, const std::vector<ClaimRow>& b);
 
 // "0.2130 (sd 0.0110, n 5)"; "n/a" when nothing finished; "(sd n/a, n 1)".
 std::string format_stats(const SeedStats& s, int decimals = 4);

@@ -27,8 +27,37 @@ std::string cell(const std::string& text) {
 
 std::string plot_file(const ClaimRow& row) { return fmt::format("claim-{}.svg", row.id); }
 
+// "seeds 0, 2, 4 (set A)": the seeds of one set.
+std::string seeds_of(const Study& study, SeedSet set) {
+  std::string out;
+  for (std::size_t i = set == SeedSet::a ? 0 : 1; i < 2 * study.seeds; i += 2) {
+    out += fmt::format("{}{}", out.empty() ? "" : ", ", study.seed_offset + i);
+  }
+  return out;
+}
+
 std::string budget_line(const Study& study) {
-  return fmt::format("budget **{}**, {} seeds per point", to_string(study.budget), study.seeds);
+  return fmt::format("budget **{}**, {} seeds per point in two disjoint sets of {}: A (seeds {}) and B (seeds {})",
+                     to_string(study.budget), 2 * study.seeds, study.seeds, seeds_of(study, SeedSet::a),
+                     seeds_of(study, SeedSet::b));
+}
+
+// The table's verdict: the verdict on every seed, and whether the two seed sets agree.
+std::string verdict_cell(const ClaimRow& r) {
+  if (!r.replicated) return to_string(r.verdict);
+  return r.settled() ? to_string(r.verdict) + ", settled" : to_string(r.verdict) + ", not settled";
+}
+
+std::string sets_cell(const ClaimRow& r) {
+  return r.replicated ? fmt::format("{} · {}", to_string(r.set_a), to_string(r.set_b)) : std::string("-");
+}
+
+// Under a claim: what each seed set said, and what that makes of the verdict.
+std::string replication_text(const ClaimRow& r) {
+  if (!r.replicated) return {};
+  const std::string both = fmt::format("Seed set A: {}; seed set B: {}", to_string(r.set_a), to_string(r.set_b));
+  if (r.settled()) return both + ": the two disjoint sets agree, so the verdict is settled.";
+  return both + ": they do not agree on a decided verdict, so it is not settled (more seeds, or steps, may settle it).";
 }
 
 const char* kVerdictRules =
@@ -56,9 +85,10 @@ std::string claims_markdown(const Study& study, const std::vector<ClaimRow>& row
                      "each claim reruns or extends it.\n\n",
                      budget_line(study), study.budget == Budget::quick ? "`headroom claims --quick`" : "`headroom claims`",
                      dir.string());
-  out += "| # | claim | verdict | numbers |\n|---|---|---|---|\n";
+  out += "| # | claim | verdict (all seeds) | seed sets A · B | numbers (all seeds) |\n|---|---|---|---|---|\n";
   for (const ClaimRow& r : rows) {
-    out += fmt::format("| {} | {} | {} | {} |\n", r.id, cell(r.claim), to_string(r.verdict), cell(r.summary));
+    out += fmt::format("| {} | {} | {} | {} | {} |\n", r.id, cell(r.claim), verdict_cell(r), sets_cell(r),
+                       cell(r.summary));
   }
   out += fmt::format("\n{}\n", kVerdictRules);
   if (!tallies.empty()) {
@@ -70,7 +100,8 @@ std::string claims_markdown(const Study& study, const std::vector<ClaimRow>& row
     }
   }
   for (const ClaimRow& r : rows) {
-    out += fmt::format("\n## {}. {}\n\n**Verdict: {}.** {}\n\n", r.id, r.claim, to_string(r.verdict), r.finding);
+    out += fmt::format("\n## {}. {}\n\n**Verdict: {}.** {}\n\n", r.id, r.claim, verdict_cell(r), r.finding);
+    if (r.replicated) out += replication_text(r) + "\n\n";
     out += fmt::format("- Experiment: {}\n- Prediction: {}\n- Rule: {}\n", r.experiment, r.prediction, r.rule);
     for (const std::string& name : r.sweeps) {
       const ClaimSweep* s = find_sweep(study, name);
@@ -96,16 +127,19 @@ std::string claims_html(const Study& study, const std::vector<ClaimRow>& rows, c
       ".inconclusive {{ color: #8a6d00; }}\npre {{ background: #f6f6f6; padding: 0.5em; white-space: pre-wrap; }}\n"
       "</style>\n</head>\n<body>\n<h1>headroom claims: the seeds' claims about heads, measured</h1>\n"
       "<p>{}. Every sweep is an ordinary <code>headroom ablate</code> directory under {}.</p>\n"
-      "<table>\n<tr><th>#</th><th>claim</th><th>verdict</th><th>numbers</th></tr>\n",
-      svg::escape(fmt::format("budget {}, {} seeds per point", to_string(study.budget), study.seeds)),
+      "<table>\n<tr><th>#</th><th>claim</th><th>verdict (all seeds)</th><th>seed sets A · B</th><th>numbers (all "
+      "seeds)</th></tr>\n",
+      svg::escape(budget_line(study)),
       svg::escape(dir.string()));
   auto css = [](Verdict v) {
     return v == Verdict::supported ? "supported" : v == Verdict::contradicted ? "contradicted" : "inconclusive";
   };
   for (const ClaimRow& r : rows) {
-    out += fmt::format("<tr><td><a href=\"#claim-{0}\">{0}</a></td><td>{1}</td><td class=\"{2}\">{3}</td><td>{4}</td></tr>\n",
-                       svg::escape(r.id), svg::escape(r.claim), css(r.verdict), svg::escape(to_string(r.verdict)),
-                       svg::escape(r.summary));
+    out += fmt::format(
+        "<tr><td><a href=\"#claim-{0}\">{0}</a></td><td>{1}</td><td class=\"{2}\">{3}</td><td>{4}</td><td>{5}</td>"
+        "</tr>\n",
+        svg::escape(r.id), svg::escape(r.claim), css(r.verdict), svg::escape(verdict_cell(r)), svg::escape(sets_cell(r)),
+        svg::escape(r.summary));
   }
   out += fmt::format("</table>\n<p>{}</p>\n", svg::escape(kVerdictRules));
   if (!tallies.empty()) {
@@ -118,8 +152,9 @@ std::string claims_html(const Study& study, const std::vector<ClaimRow>& rows, c
   }
   for (const ClaimRow& r : rows) {
     out += fmt::format("<h2 id=\"claim-{0}\">{0}. {1}</h2>\n<p><strong class=\"{2}\">Verdict: {3}.</strong> {4}</p>\n",
-                       svg::escape(r.id), svg::escape(r.claim), css(r.verdict), svg::escape(to_string(r.verdict)),
+                       svg::escape(r.id), svg::escape(r.claim), css(r.verdict), svg::escape(verdict_cell(r)),
                        svg::escape(r.finding));
+    if (r.replicated) out += fmt::format("<p>{}</p>\n", svg::escape(replication_text(r)));
     out += fmt::format("<ul>\n<li>Experiment: {}</li>\n<li>Prediction: {}</li>\n<li>Rule: {}</li>\n</ul>\n",
                        svg::escape(r.experiment), svg::escape(r.prediction), svg::escape(r.rule));
     for (const std::string& name : r.sweeps) {

@@ -1,6 +1,8 @@
 #include "claims/run.hpp"
 
+#include <array>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -74,26 +76,22 @@ void check_claims_dir(const Study& study, const std::vector<SweepPlan>& plans, c
   }
 }
 
-std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPlan>& plans, const fs::path& dir) {
-  std::vector<SweepNumbers> numbers;
-  for (std::size_t i = 0; i < plans.size(); ++i) {
-    const fs::path sweep_dir = dir / study.sweeps[i].name;
-    std::error_code ec;
-    const std::vector<RunResult> results =
-        fs::exists(sweep_dir, ec) ? collect_results(plans[i], sweep_dir, kTargetAccuracy) : std::vector<RunResult>{};
-    numbers.push_back(sweep_numbers(study.sweeps[i].name, plans[i], results));
-  }
+namespace {
+
+// The claims from the sweeps' numbers (in the study's sweep order) and claim 2's
+// measurements at initialisation (by sweep name).
+std::vector<ClaimRow> assess_claims(const Study& study, const std::vector<SweepPlan>& plans,
+                                    const std::vector<SweepNumbers>& numbers,
+                                    const std::map<std::string, std::vector<InitPoint>>& init) {
   auto at = [&](const std::string& name) -> const SweepNumbers& {
     for (std::size_t i = 0; i < numbers.size(); ++i) {
       if (study.sweeps[i].name == name) return numbers[i];
     }
     throw std::out_of_range(fmt::format("headroom claims: no sweep named {}", name));
   };
-  const auto init_of = [&](const std::string& name) {
-    for (std::size_t i = 0; i < plans.size(); ++i) {
-      if (study.sweeps[i].name == name) return measure_init(plans[i]);
-    }
-    return std::vector<InitPoint>{};
+  auto init_of = [&](const std::string& name) {
+    const auto it = init.find(name);
+    return it == init.end() ? std::vector<InitPoint>{} : it->second;
   };
   std::vector<ClaimRow> rows;
   rows.push_back(assess_mha_parameters(&at("4-heads-lags")));
@@ -109,6 +107,40 @@ std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPl
   for (ClaimRow& r : assess_too_many_heads(at("4-heads-lags"), at("5-recall-narrow-heads"))) rows.push_back(std::move(r));
   rows.push_back(assess_kv_heads(at("6-kv-heads")));
   rows.push_back(assess_head_time(at("4-heads-lags")));
+  return rows;
+}
+
+}  // namespace
+
+std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPlan>& plans, const fs::path& dir) {
+  // Every seed, then set A and set B alone: the same rules on each.
+  std::array<std::vector<SweepNumbers>, 3> numbers;
+  std::array<std::map<std::string, std::vector<InitPoint>>, 3> init;
+  const auto in = [&](std::size_t which, std::uint64_t seed) {
+    return which == 0 || study.set_of(seed) == (which == 1 ? SeedSet::a : SeedSet::b);
+  };
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const std::string& name = study.sweeps[i].name;
+    const fs::path sweep_dir = dir / name;
+    std::error_code ec;
+    const std::vector<RunResult> results =
+        fs::exists(sweep_dir, ec) ? collect_results(plans[i], sweep_dir, kTargetAccuracy) : std::vector<RunResult>{};
+    const bool at_init = name == "2-attn-scale" || name == "2-attn-scale-unit-init";
+    const std::vector<InitPoint> measured = at_init ? measure_init(plans[i]) : std::vector<InitPoint>{};
+    for (std::size_t which = 0; which < 3; ++which) {
+      std::vector<RunResult> kept;
+      for (const RunResult& r : results) {
+        if (in(which, r.run->seed)) kept.push_back(r);
+      }
+      numbers[which].push_back(sweep_numbers(name, plans[i], kept));
+      if (!at_init) continue;
+      for (const InitPoint& p : measured) {
+        if (in(which, p.seed)) init[which][name].push_back(p);
+      }
+    }
+  }
+  std::vector<ClaimRow> rows = assess_claims(study, plans, numbers[0], init[0]);
+  add_replication(rows, assess_claims(study, plans, numbers[1], init[1]), assess_claims(study, plans, numbers[2], init[2]));
   return rows;
 }
 

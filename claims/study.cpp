@@ -111,7 +111,7 @@ SweepSpec ClaimSweep::spec() const {
       spec.axes.push_back(parse_sweep_flag(a.text));
     }
   }
-  spec.seeds = parse_seeds(std::to_string(seeds));
+  spec.seeds = parse_seeds(std::to_string(seeds), seed_offset);
   return spec;
 }
 
@@ -119,7 +119,9 @@ std::string ClaimSweep::command(const std::filesystem::path& dir) const {
   std::string out = "headroom ablate";
   for (const BaseSetting& s : base) out += " " + s.flags;
   for (const AxisFlag& a : axes) out += fmt::format(" {} {}", a.flag, a.text);
-  out += fmt::format(" --seeds {} --out {}", seeds, (dir / name).string());
+  out += fmt::format(" --seeds {}", seeds);
+  if (seed_offset != 0) out += fmt::format(" --seed-offset {}", seed_offset);
+  out += fmt::format(" --out {}", (dir / name).string());
   return out;
 }
 
@@ -130,14 +132,19 @@ const ClaimSweep& Study::sweep(const std::string& name) const {
   throw std::out_of_range(fmt::format("headroom claims: no sweep named {}", name));
 }
 
-Study make_study(Budget budget, std::optional<std::size_t> seeds) {
+std::string to_string(SeedSet set) { return set == SeedSet::a ? "A" : "B"; }
+
+Study make_study(Budget budget, std::optional<std::size_t> seeds, std::uint64_t seed_offset) {
   const BudgetNumbers b = budget_numbers(budget);
   if (seeds && *seeds < 2) {
     throw std::invalid_argument(
         fmt::format("--seeds {}: the verdicts compare seed means, which needs at least 2 seeds", *seeds));
   }
-  Study study{.budget = budget, .seeds = seeds.value_or(b.seeds), .sweeps = {}};
-  const std::size_t n = study.seeds;
+  if (seed_offset > kMaxSeedOffset) {
+    throw std::invalid_argument(fmt::format("--seed-offset {}: at most {}", seed_offset, kMaxSeedOffset));
+  }
+  Study study{.budget = budget, .seeds = seeds.value_or(b.seeds), .seed_offset = seed_offset, .sweeps = {}};
+  const std::size_t n = 2 * study.seeds;
 
   // Claim 2: 2 heads of width d_k at d_model 64 with pre-LayerNorm (so the inputs
   // to the projections have unit variance at any width), scaled by 1/sqrt(d_k)
@@ -153,7 +160,7 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds) {
                           setting("train.steps", b.steps, fmt::format("--steps {}", b.steps)),
                           setting("train.eval_every", b.eval_every, fmt::format("--eval-every {}", b.eval_every))},
                  .axes = {{"--heads", "2"}, {"--dk", b.scale_dks}, {"--sweep", "attn_scale=null,1"}},
-                 .seeds = n};
+                 .seeds = n, .seed_offset = seed_offset};
     study.sweeps.push_back(std::move(s));
   }
   // Claim 2c: the same models with queries and keys of unit variance at
@@ -177,7 +184,7 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds) {
                  .about = "head_combine concat vs sum, d_v 8 and 12 (concat d_v 8 = sum d_v 12 in weights): claim 3",
                  .base = std::move(base),
                  .axes = {{"--heads", "3"}, {"--dk", "8"}, {"--sweep", "head_combine=concat,sum"}, {"--sweep", "d_v=8,12"}},
-                 .seeds = n};
+                 .seeds = n, .seed_offset = seed_offset};
     study.sweeps.push_back(std::move(s));
   }
   // Claims 4, 5 and 7: fixed computation (d_k = 48 / h) from one head to d_k 1.
@@ -185,7 +192,7 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds) {
                           .about = "heads at fixed computation on lags, from d_k 48 down to 2 (full: 1): claims 4, 5 and 7",
                           .base = lags_model(48, b),
                           .axes = {{"--heads", b.lag_heads}, {"--dk", "auto"}},
-                          .seeds = n});
+                          .seeds = n, .seed_offset = seed_offset});
   // Claim 5: associative recall with 64 keys (--vocab 131), where a query must pick
   // one key of 64 by a dot product of width d_k.
   study.sweeps.push_back(
@@ -196,14 +203,14 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds) {
                 setting("train.steps", b.recall_steps, fmt::format("--steps {}", b.recall_steps)),
                 setting("train.eval_every", b.eval_every, fmt::format("--eval-every {}", b.eval_every))},
        .axes = {{"--heads", b.recall_heads}, {"--dk", "auto"}},
-       .seeds = n});
+       .seeds = n, .seed_offset = seed_offset});
   // Claim 6: 8 query heads sharing 8, 4 or 1 key/value heads.
   {
     study.sweeps.push_back({.name = "6-kv-heads",
                             .about = "8 query heads with 8, 4 and 1 key/value heads (MHA, GQA, MQA): claim 6",
                             .base = lags_model(48, b),
                             .axes = {{"--heads", "8"}, {"--kv-heads", budget == Budget::smoke ? "8,1" : "8,4,1"}},
-                            .seeds = n});
+                            .seeds = n, .seed_offset = seed_offset});
   }
   return study;
 }
@@ -211,7 +218,12 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds) {
 nlohmann::json study_json(const Study& study) {
   nlohmann::json sweeps = nlohmann::json::array();
   for (const ClaimSweep& s : study.sweeps) sweeps.push_back(s.name);
-  return {{"kind", "headroom claims"}, {"budget", to_string(study.budget)}, {"seeds", study.seeds}, {"sweeps", sweeps}};
+  return {{"kind", "headroom claims"},
+          {"budget", to_string(study.budget)},
+          {"seeds", study.seeds},
+          {"seed_sets", 2},
+          {"seed_offset", study.seed_offset},
+          {"sweeps", sweeps}};
 }
 
 }  // namespace headroom

@@ -43,27 +43,41 @@ struct ClaimSweep {
   std::string about;              // one line: what it measures, for which claims
   std::vector<BaseSetting> base;  // in command-line order; data.task first
   std::vector<AxisFlag> axes;     // in ablate's axis order: --heads, --dk, --kv-heads, then each --sweep
-  std::size_t seeds = 0;          // seeds 0..seeds-1
+  std::size_t seeds = 0;          // seeds seed_offset .. seed_offset + seeds - 1: both seed sets
+  std::uint64_t seed_offset = 0;
 
   // The SweepSpec `headroom ablate` builds from command(): the task's defaults, then
   // the base settings, then the axes and seeds through ablate's parsers.
   SweepSpec spec() const;
-  // "headroom ablate --task lags ... --seeds 3 --out DIR/4-heads-lags".
+  // "headroom ablate --task lags ... --seeds 6 --out DIR/4-heads-lags" (and
+  // --seed-offset N when it is not 0).
   std::string command(const std::filesystem::path& dir) const;
 };
 
+// Every verdict is computed on two disjoint sets of seeds and settled only where
+// they agree (claims/run.hpp): set A holds the seeds at even positions from the
+// offset (offset, offset + 2, ...), set B the odd ones, so a study of n seeds a set
+// trains 2n seeds a point, and running it with more seeds extends both sets.
+enum class SeedSet { a, b };
+std::string to_string(SeedSet set);  // "A", "B"
+
 struct Study {
   Budget budget = Budget::quick;
-  std::size_t seeds = 0;
+  std::size_t seeds = 0;           // per seed set: each point trains 2 * seeds
+  std::uint64_t seed_offset = 0;   // the first seed: another offset replicates the study on other seeds
+  // The set `seed` (one of this study's) belongs to.
+  SeedSet set_of(std::uint64_t seed) const { return (seed - seed_offset) % 2 == 0 ? SeedSet::a : SeedSet::b; }
   std::vector<ClaimSweep> sweeps;
   const ClaimSweep& sweep(const std::string& name) const;  // std::out_of_range if none
 };
 
-// The sweeps of a budget. seeds: --seeds (>= 2), else the budget's own (quick 3,
-// full 5, smoke 2); a std::invalid_argument for fewer than 2.
-Study make_study(Budget budget, std::optional<std::size_t> seeds = std::nullopt);
+// The sweeps of a budget. seeds: --seeds, per seed set (>= 2), else the budget's own
+// (quick 3, full 5, smoke 2); a std::invalid_argument for fewer than 2. seed_offset:
+// the first seed (--seed-offset, at most kMaxSeedOffset).
+Study make_study(Budget budget, std::optional<std::size_t> seeds = std::nullopt, std::uint64_t seed_offset = 0);
 
-// DIR/claims.json: the budget and the seeds a claims directory was made with.
+// DIR/claims.json: the budget, the seeds per set and the seed offset a claims
+// directory was made with.
 nlohmann::json study_json(const Study& study);
 
 }  // namespace headroom

@@ -27,6 +27,7 @@ struct AblateFlags : TrainFlags {
   std::string heads, dk, kv_heads;  // lists; empty: the base config's value
   std::vector<std::string> sweeps;  // KEY=V1,V2,...
   std::string seeds = "3";
+  std::string seed_offset = "0";
   std::size_t jobs = std::max(1u, std::thread::hardware_concurrency());
   bool jobs_given = false;  // --slurm's tasks default to one job each
   std::string shard;  // K/N or auto
@@ -41,21 +42,6 @@ struct AblateFlags : TrainFlags {
   std::size_t max_runs = kDefaultMaxRuns;
   bool quiet = false;
 };
-
-// A CLI11 validator from one of ablate.hpp's parsers.
-template <typename Parse>
-CLI::Validator parsed_by(Parse parse, const char* name) {
-  return CLI::Validator(
-      [parse](std::string& text) -> std::string {
-        try {
-          parse(text);
-          return "";
-        } catch (const std::invalid_argument& e) {
-          return e.what();
-        }
-      },
-      name);
-}
 
 // Rebuilds the reports and prints summary.md (also under --quiet: it is the answer).
 void report(const SweepPlan& plan, const fs::path& dir, double target_acc) {
@@ -116,7 +102,7 @@ SweepPlan plan_of(const AblateFlags& f) {
     }
     spec.axes.push_back(std::move(axis));
   }
-  spec.seeds = parse_seeds(f.seeds);
+  spec.seeds = parse_seeds(f.seeds, parse_seed_offset(f.seed_offset));
   check_grid_size(spec, f.max_runs);  // before the grid is planned
   SweepPlan plan = plan_sweep(spec);
   std::vector<TrainConfig> configs;
@@ -275,6 +261,11 @@ Run add_ablate_command(CLI::App& app) {
   CLI::Option* seeds =
       grid->add_option("--seeds", f->seeds, "Seeds per point: a count N (seeds 0..N-1) or a list 0,5,9 (default 3)")
           ->check(parsed_by([](const std::string& t) { parse_seeds(t); }, "N|LIST"));
+  CLI::Option* seed_offset =
+      grid->add_option("--seed-offset", f->seed_offset,
+                       "Add N to every seed: --seeds 5 --seed-offset 100 trains seeds 100..104, a disjoint set to "
+                       "replicate a sweep on (default 0)")
+          ->check(parsed_by([](const std::string& t) { parse_seed_offset(t); }, "N"));
   CLI::Option* jobs = grid->add_option("--jobs", f->jobs,
                                        "Runs trained side by side, one thread each, at most 256 (default: the CPU count; 1 per array task "
                                        "with --slurm)")
@@ -312,7 +303,7 @@ Run add_ablate_command(CLI::App& app) {
   CLI::Option* resume = cmd->add_option(
       "--resume", f->resume,
       "Train the unfinished runs of the sweep in DIR as DIR/sweep.json defines them (what each Slurm array task "
-      "runs). Not with --out, --config, --heads, --dk, --kv-heads, --sweep, --seeds, --max-runs or any Model, "
+      "runs). Not with --out, --config, --heads, --dk, --kv-heads, --sweep, --seeds, --seed-offset, --max-runs or any Model, "
       "Data or Training flag")
                              ->type_name("DIR");
   CLI::Option* no_report =
@@ -340,6 +331,7 @@ Run add_ablate_command(CLI::App& app) {
   // --resume's help say which flags these are.
   for (CLI::Option* from_file : {merge, resume}) {
     from_file->excludes(config)->excludes(heads)->excludes(dk)->excludes(kv)->excludes(sweep)->excludes(seeds);
+    from_file->excludes(seed_offset);
     from_file->excludes(max_runs);
     for (CLI::Option_group* g : {groups.model, groups.data, groups.training}) {
       for (CLI::Option* o : g->get_options()) {

@@ -25,6 +25,7 @@ struct ClaimsFlags {
   std::string out;
   std::size_t jobs = std::max(1u, std::thread::hardware_concurrency());
   std::optional<std::size_t> seeds;
+  std::string seed_offset = "0";
   bool quiet = false;
 };
 
@@ -42,7 +43,7 @@ int run_claims_command(const ClaimsFlags& f) {
   }
   if (!f.budget.empty() && f.quick) throw std::invalid_argument("--quick and --budget: give one of them");
   const Budget budget = !f.budget.empty() ? parse_budget(f.budget) : f.quick ? Budget::quick : Budget::full;
-  const Study study = make_study(budget, f.seeds);
+  const Study study = make_study(budget, f.seeds, parse_seed_offset(f.seed_offset));
   const fs::path dir = f.out;
   // Everything refused before anything is written (run_claims checks again).
   const std::vector<SweepPlan> plans = plan_study(study);
@@ -51,8 +52,10 @@ int run_claims_command(const ClaimsFlags& f) {
   std::size_t runs = 0;
   for (const SweepPlan& p : plans) runs += p.runs.size();
   if (!f.quiet) {
-    fmt::print("headroom claims: budget {}, {} seeds per point, {} sweeps ({} runs) into {}, {} at a time\n",
-               to_string(budget), study.seeds, plans.size(), runs, dir.string(), f.jobs);
+    fmt::print("headroom claims: budget {}, {} seeds per point ({}..{}: sets A and B of {}), {} sweeps ({} runs) into "
+               "{}, {} at a time\n",
+               to_string(budget), 2 * study.seeds, study.seed_offset, study.seed_offset + 2 * study.seeds - 1,
+               study.seeds, plans.size(), runs, dir.string(), f.jobs);
     std::fflush(stdout);
   }
 
@@ -134,8 +137,13 @@ Run add_claims_command(CLI::App& app) {
       ->required();
   cmd->add_option("--jobs", f->jobs, "Runs trained side by side, one thread each, at most 256 (default: the CPU count)")
       ->check(kCount);
-  cmd->add_option("--seeds", f->seeds, "Seeds per point, at least 2 (default: 3 with --quick, 5 for the full study)")
+  cmd->add_option("--seeds", f->seeds,
+                  "Seeds per set, at least 2: every point trains two disjoint sets of this many, and a verdict is "
+                  "settled where both sets give it (default: 3 with --quick, 5 for the full study)")
       ->check(kCount);
+  cmd->add_option("--seed-offset", f->seed_offset,
+                  "The first seed: another offset replicates the whole study on seeds it has not used (default 0)")
+      ->check(parsed_by([](const std::string& t) { parse_seed_offset(t); }, "N"));
   cmd->add_option("--budget", f->budget, "")  // hidden: smoke, for the test suite
       ->group("")
       ->check(CLI::IsMember({"quick", "full", "smoke"}));

@@ -4,11 +4,28 @@
 #pragma once
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 namespace headroom::cli {
+
+// A CLI11 validator from a library parser: the text is valid when `parse` takes it,
+// and its std::invalid_argument's message is CLI11's error otherwise.
+template <typename Parse>
+CLI::Validator parsed_by(Parse parse, const char* name) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        try {
+          parse(text);
+          return "";
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      },
+      name);
+}
 
 // Digits only: a count, a size or a seed.
 inline const CLI::Validator kWholeNumber(

@@ -155,6 +155,16 @@ TEST_CASE("ablate flags: lists, --sweep keys and values, seeds and shards are ch
   CHECK_THROWS(hr::parse_seeds("0"));
   CHECK_THROWS(hr::parse_seeds("1,1"));
   CHECK_THROWS(hr::parse_seeds("x"));
+  CHECK(hr::parse_seeds("3", 100) == std::vector<std::uint64_t>{100, 101, 102});
+  CHECK(hr::parse_seeds("0,5", 7) == std::vector<std::uint64_t>{7, 12});
+  CHECK(hr::parse_seeds("9999999999999999999,", hr::kMaxSeedOffset) ==
+        std::vector<std::uint64_t>{9999999999999999999ULL + hr::kMaxSeedOffset});
+  CHECK_THROWS(hr::parse_seeds("1", hr::kMaxSeedOffset + 1));
+  CHECK(hr::parse_seed_offset("0") == 0);
+  CHECK(hr::parse_seed_offset("1000000000000") == hr::kMaxSeedOffset);
+  CHECK_THROWS_WITH(hr::parse_seed_offset("1000000000001"), doctest::Contains("from 0 to 1000000000000"));
+  CHECK_THROWS(hr::parse_seed_offset("-1"));
+  CHECK_THROWS(hr::parse_seed_offset("99999999999999999999"));
 
   const hr::Shard s = hr::parse_shard("2/3");
   CHECK((s.index == 2 && s.count == 3));
@@ -404,6 +414,30 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
     CHECK(count_lines(other.output) == 1);
     CHECK(other.output.find("holds a different sweep (runs[\"h2-dk8-s0\"].config.train.lr: 0.003 there, 0.01 here)") !=
           std::string::npos);
+  }
+}
+
+TEST_CASE("headroom ablate --seed-offset: the same grid on a disjoint set of seeds; a bad offset is one line") {
+  const TempDir tmp("ablate_seed_offset");
+  const fs::path dir = tmp.path() / "sweep";
+  const std::string grid = "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 2 --warmup 1 "
+                           "--eval-every 2 --heads 2 --seeds 2 --jobs 2 -q";
+  const CliResult r = run_headroom(grid + " --seed-offset 100 --out " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json sweep = nlohmann::json::parse(read_file(dir / "sweep.json"));
+  REQUIRE(sweep["runs"].size() == 2);
+  CHECK(sweep["runs"][0]["id"] == "h2-dk8-s100");
+  CHECK(sweep["runs"][1]["id"] == "h2-dk8-s101");
+  // The same directory without the offset is another sweep.
+  const CliResult other = run_headroom(grid + " --out " + dir.string());
+  CHECK(other.status == 2);
+  for (const char* bad : {"-1", "x", "1000000000001"}) {
+    const CliResult b = run_headroom(grid + " --seed-offset " + bad + " --out " + (tmp.path() / "bad").string());
+    CHECK(b.status == 2);
+    CHECK(count_lines(b.output) == 1);
+    CHECK(b.output.find("--seed-offset") != std::string::npos);
+    CHECK_FALSE(fs::exists(tmp.path() / "bad"));
   }
 }
 

@@ -379,7 +379,7 @@ TEST_CASE("claims report: a fake set of results gives a table row per claim, com
   CHECK(md.find("h=1 (d_k 48): excess loss 0.2500 (sd 0.0100, n 3)") != std::string::npos);
   CHECK(md.find("headroom ablate --task lags --vocab 19 --layers 1 --attn-only --norm none --d-model 48 --steps ") !=
         std::string::npos);
-  CHECK(md.find("--heads 1,2,3,4,8,16,24 --dk auto --seeds 3 --out " + (tmp / "4-heads-lags").string()) !=
+  CHECK(md.find("--heads 1,2,3,4,8,16,24 --dk auto --seeds 6 --out " + (tmp / "4-heads-lags").string()) !=
         std::string::npos);
   CHECK(md.find("two standard errors") != std::string::npos);
   for (const char* file : {"claims.md", "claims.html", "claim-1.svg", "claim-4a.svg", "claim-7.svg", "claim-5b.svg"}) {
@@ -399,12 +399,58 @@ TEST_CASE("claims study: each sweep's spec is what its printed ablate command bu
   const hr::SweepSpec spec = heads.spec();
   CHECK(spec.base.model.n_layers == 1);
   CHECK(spec.base.model.d_model == 48);
-  CHECK(spec.seeds.size() == 5);
+  CHECK(spec.seeds == std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});  // sets A and B of 5
   REQUIRE(spec.axes.size() == 2);
   CHECK(spec.axes[0].labels == std::vector<std::string>{"1", "2", "3", "4", "8", "16", "24", "48"});
   CHECK(heads.command("/d") ==
         "headroom ablate --task lags --vocab 19 --layers 1 --attn-only --norm none --d-model 48 --steps 3000 --eval-every 250 "
-        "--lr 0.03 --heads 1,2,3,4,8,16,24,48 --dk auto --seeds 5 --out /d/4-heads-lags");
+        "--lr 0.03 --heads 1,2,3,4,8,16,24,48 --dk auto --seeds 10 --out /d/4-heads-lags");
+
+  // Replicated on other seeds: the offset moves both sets, and the command says it.
+  const hr::Study other = hr::make_study(hr::Budget::full, 5, 100);
+  const hr::ClaimSweep& moved = other.sweep("4-heads-lags");
+  CHECK(moved.spec().seeds == std::vector<std::uint64_t>{100, 101, 102, 103, 104, 105, 106, 107, 108, 109});
+  CHECK(moved.command("/d").find("--seeds 10 --seed-offset 100 --out /d/4-heads-lags") != std::string::npos);
+  CHECK(other.set_of(100) == hr::SeedSet::a);
+  CHECK(other.set_of(107) == hr::SeedSet::b);
+  CHECK(hr::study_json(other)["seed_offset"] == 100);
+  CHECK(hr::study_json(other) != hr::study_json(full));
+  CHECK(error_of([] { hr::make_study(hr::Budget::quick, 3, hr::kMaxSeedOffset + 1); }).find("--seed-offset ") == 0);
+}
+
+TEST_CASE("claims replication: a verdict is settled only where both seed sets give it, and the report prints both") {
+  using V = hr::Verdict;
+  const auto row = [](const char* id, V v) {
+    hr::ClaimRow r;
+    r.id = id;
+    r.claim = std::string("claim ") + id;
+    r.verdict = v;
+    return r;
+  };
+  std::vector<hr::ClaimRow> all{row("1", V::supported), row("2", V::supported), row("3", V::inconclusive),
+                                row("4", V::contradicted)};
+  hr::add_replication(all, {row("1", V::supported), row("2", V::supported), row("3", V::inconclusive),
+                            row("4", V::contradicted)},
+                      {row("1", V::supported), row("2", V::inconclusive), row("3", V::inconclusive),
+                       row("4", V::supported)});
+  CHECK(all[0].settled());
+  CHECK_FALSE(all[1].settled());  // B undecided
+  CHECK_FALSE(all[2].settled());  // both undecided: agreement on nothing
+  CHECK_FALSE(all[3].settled());  // A and B disagree
+  CHECK_FALSE(row("5", V::supported).settled());  // never replicated
+  CHECK_THROWS_AS(hr::add_replication(all, {row("1", V::supported)}, {row("1", V::supported)}), std::logic_error);
+
+  const hr::Study study = hr::make_study(hr::Budget::quick, 2, 10);
+  const std::string md = hr::claims_markdown(study, all, "/d");
+  CHECK(md.find("6 seeds per point") == std::string::npos);
+  CHECK(md.find("4 seeds per point in two disjoint sets of 2: A (seeds 10, 12) and B (seeds 11, 13)") !=
+        std::string::npos);
+  CHECK(md.find("| 1 | claim 1 | supported, settled | supported · supported |") != std::string::npos);
+  CHECK(md.find("| 2 | claim 2 | supported, not settled | supported · inconclusive at this budget |") !=
+        std::string::npos);
+  CHECK(md.find("| 4 | claim 4 | contradicted, not settled | contradicted · supported |") != std::string::npos);
+  CHECK(md.find("Seed set A: contradicted; seed set B: supported: they do not agree") != std::string::npos);
+  CHECK(md.find("Seed set A: supported; seed set B: supported: the two disjoint sets agree") != std::string::npos);
 }
 
 // ---- the command ------------------------------------------------------------------
@@ -458,8 +504,8 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
   for (const char* id : {"1", "2a", "2b", "2c", "3a", "3b", "4a", "4b", "5a", "5b", "6", "7"}) {
     CHECK(md.find(std::string("\n| ") + id + " | ") != std::string::npos);
   }
-  CHECK(count_of(md, " | supported | ") + count_of(md, " | contradicted | ") +
-            count_of(md, " | inconclusive at this budget | ") ==
+  CHECK(count_of(md, " | supported, ") + count_of(md, " | contradicted, ") +
+            count_of(md, " | inconclusive at this budget, ") ==
         12);
   for (const char* sweep : {"2-attn-scale", "2-attn-scale-unit-init", "3-concat-vs-sum", "4-heads-lags",
                             "5-recall-narrow-heads", "6-kv-heads"}) {
@@ -468,7 +514,7 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
     CHECK(fs::exists(dir / sweep / "report.html"));
   }
   CHECK(fs::exists(dir / "claims.html"));
-  CHECK(md.find("| [4-heads-lags](4-heads-lags/summary.md) | 6 of 6 | ") != std::string::npos);
+  CHECK(md.find("| [4-heads-lags](4-heads-lags/summary.md) | 12 of 12 | ") != std::string::npos);
   // The sweep's own summary says what kind of model it swept.
   CHECK(read_file(dir / "4-heads-lags" / "summary.md").find(", 1 layer, attention-only, no norm, ") != std::string::npos);
   CHECK(read_file(dir / "2-attn-scale" / "summary.md").find("attention-only, ") != std::string::npos);
