@@ -7,9 +7,11 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "train/convergence.hpp"
 #include "train/metrics.hpp"
+#include "train/resume.hpp"
 #include "train/trainer.hpp"
 #include "cli_runner.hpp"
 #include "support.hpp"
@@ -163,4 +165,198 @@ TEST_CASE("early stopping: small falls add up against the last improvement, and 
   CHECK(s.best_step == 3);
   // A NaN loss is no improvement.
   CHECK(hr::observe(s, {.step = 4, .val_loss = std::numeric_limits<double>::quiet_NaN()}, 0.25, 1));
+}
+
+// ---- early stopping in the trainer and `headroom train` -----------------------
+
+namespace {
+
+// A tiny copy model that learns in a few dozen steps and then improves by less than
+// min_delta per validation, so that patience ends it well before its last step.
+hr::TrainConfig tiny_patient() {
+  hr::TrainConfig c;
+  c.model.d_model = 16;
+  c.model.n_heads = 2;
+  c.model.n_layers = 1;
+  c.data = {.task = "copy", .text = "", .seq_len = 8, .vocab = 8};
+  c.optim.steps = 400;
+  c.optim.batch = 16;
+  c.optim.warmup = 10;
+  c.optim.eval_every = 10;
+  c.optim.eval_batches = 2;
+  c.optim.save_every = 50;
+  c.optim.patience = 3;
+  c.optim.min_delta = 0.02;
+  return c;
+}
+
+// metrics.csv without its timing column (tokens/s differs between any two runs).
+std::string metrics_without_timing(const fs::path& dir) {
+  std::string out;
+  for (const std::string& line : lines_of(read_file(dir / "metrics.csv"))) out += line.substr(0, line.rfind(',')) + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("early stopping: out of patience, a run ends as a finished run, and the status is its curve's") {
+  const TempDir tmp("conv_patience");
+  hr::TrainConfig c = tiny_patient();
+  auto data = hr::make_dataset(c);
+  c = hr::finalize(c, *data);
+  hr::TrainOptions o;
+  o.out_dir = tmp.path().string();
+  const hr::TrainSummary s = hr::train(c, *data, o);
+  REQUIRE(s.stop_reason == hr::StopReason::patience);
+  CHECK_FALSE(s.stopped_early);
+  CHECK(s.steps < c.optim.steps);
+  CHECK(s.steps % c.optim.eval_every == 0);
+  // Finished as at the last step: a checkpoint of the step and model.safetensors.
+  CHECK(fs::exists(tmp / "model.safetensors"));
+  CHECK(fs::exists(hr::checkpoint_dir(tmp.path(), s.steps)));
+  // The rule on the file gives what the run decided.
+  const std::vector<hr::ValPoint> v = hr::validations(hr::read_metrics(tmp / "metrics.csv"));
+  REQUIRE_FALSE(v.empty());
+  CHECK(v.back().step == s.steps);
+  CHECK(hr::patience_stop(v, c.optim.min_delta, c.optim.patience) == std::optional<std::size_t>(s.steps));
+  CHECK(s.early_stop.since_best == c.optim.patience);
+  CHECK(s.early_stop.best_step == s.steps - c.optim.patience * c.optim.eval_every);
+  const hr::Convergence expected = hr::convergence(v, c.optim.min_delta);
+  CHECK(s.convergence.status == expected.status);
+  CHECK(s.convergence.fall_per_eval == expected.fall_per_eval);
+  CHECK(s.convergence.window == 5);
+  // A finished run: a resume says so, with the step, and changes nothing.
+  const std::string before = read_file(tmp / "model.safetensors");
+  o.resume = true;
+  const std::string finished = fmt::format("stopped at step {}, out of patience", s.steps);
+  CHECK_THROWS_WITH_AS(hr::train(c, *data, o), doctest::Contains(finished.c_str()), std::invalid_argument);
+  CHECK(read_file(tmp / "model.safetensors") == before);
+  // With more patience it goes on from there.
+  c.optim.patience = 1000;
+  const hr::TrainSummary more = hr::train(c, *data, o);
+  CHECK(more.start_step == s.steps);
+  CHECK(more.steps == c.optim.steps);
+  CHECK(more.stop_reason == hr::StopReason::steps);
+}
+
+TEST_CASE("early stopping across a resume: stopped before patience ran out and resumed, the run is bit-identical") {
+  const TempDir whole("conv_whole"), parts("conv_parts");
+  hr::TrainConfig c = tiny_patient();
+  auto data = hr::make_dataset(c);
+  c = hr::finalize(c, *data);
+  hr::TrainOptions once;
+  once.out_dir = whole.path().string();
+  const hr::TrainSummary a = hr::train(c, *data, once);
+  REQUIRE(a.stop_reason == hr::StopReason::patience);
+  // Stopped between the last two validations: two of the three without an
+  // improvement are behind the checkpoint, so the resumed run must count them from
+  // metrics.csv to stop where the whole run did.
+  REQUIRE(a.steps > 3 * c.optim.eval_every);
+  const std::size_t k = a.steps - c.optim.eval_every / 2;
+  hr::TrainOptions chunk;
+  chunk.out_dir = parts.path().string();
+  chunk.stop_after = k;
+  const hr::TrainSummary b1 = hr::train(c, *data, chunk);
+  CHECK(b1.stop_reason == hr::StopReason::stopped);
+  CHECK(b1.stopped_early);
+  CHECK(b1.steps == k);
+  chunk.resume = true;
+  chunk.stop_after = 0;
+  const hr::TrainSummary b2 = hr::train(c, *data, chunk);
+  CHECK(b2.start_step == k);
+  CHECK(b2.stop_reason == hr::StopReason::patience);
+  CHECK(b2.steps == a.steps);
+  CHECK(read_file(parts / "model.safetensors") == read_file(whole / "model.safetensors"));
+  CHECK(metrics_without_timing(parts.path()) == metrics_without_timing(whole.path()));
+  CHECK(b2.convergence.status == a.convergence.status);
+  CHECK(b2.convergence.fall_per_eval == a.convergence.fall_per_eval);
+  CHECK(b2.early_stop.best == a.early_stop.best);
+  CHECK(b2.early_stop.best_step == a.early_stop.best_step);
+}
+
+TEST_CASE("as_recorded: a loss in memory equals the one read back from metrics.csv") {
+  for (const double v : {0.0, 1.0 / 3, 2.718281828, 1e-7, 123456.7891234}) {
+    CAPTURE(v);
+    CHECK(hr::as_recorded(v) == hr::as_recorded(hr::as_recorded(v)));
+    CHECK(std::abs(hr::as_recorded(v) - v) <= 5e-7 * std::max(1.0, std::abs(v)));
+  }
+  CHECK(std::isnan(hr::as_recorded(std::numeric_limits<double>::quiet_NaN())));
+}
+
+namespace {
+
+const std::string kTinyFlags =
+    "train --d-model 16 --heads 2 --layers 1 --vocab 8 --seq-len 8 --batch 16 --eval-batches 2 --warmup 5";
+
+}  // namespace
+
+TEST_CASE("headroom train: --patience and --min-delta in config.json, the final lines, a finished resume") {
+  const TempDir tmp("conv_cli");
+  const fs::path run = tmp / "run";
+  const CliResult r =
+      run_headroom(kTinyFlags + " --steps 400 --eval-every 10 --patience 3 --min-delta 0.02 --out " + run.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string config = read_file(run / "config.json");
+  CHECK(config.find("\"patience\": 3") != std::string::npos);
+  CHECK(config.find("\"min_delta\": 0.02") != std::string::npos);
+  CHECK(r.output.find("out of patience at step ") != std::string::npos);
+  CHECK(r.output.find("3 validations in a row without the val loss falling more than --min-delta 0.02") !=
+        std::string::npos);
+  CHECK(r.output.find("per validation over the last 5 validations") != std::string::npos);
+  CHECK(fs::exists(run / "model.safetensors"));
+
+  const CliResult again = check_refused("train --resume " + run.string(), "out of patience: 3 validations");
+  CHECK(again.output.find("nothing to resume; pass a larger --patience") != std::string::npos);
+  // More patience on resume is a setting a resumed run may change.
+  const CliResult more = run_headroom("train --resume " + run.string() + " --patience 100 --steps 420");
+  INFO(more.output);
+  CHECK(more.status == 0);
+  CHECK(more.output.find("done: ") != std::string::npos);
+}
+
+TEST_CASE("headroom train: the convergence line says falling, converged or unknown") {
+  // 40 steps with a validation every 5: copy's loss is still dropping fast.
+  const CliResult falling = run_headroom(kTinyFlags + " --steps 40 --eval-every 5 --no-save");
+  INFO(falling.output);
+  REQUIRE(falling.status == 0);
+  CHECK(falling.output.find("val loss still falling (-") != std::string::npos);
+  CHECK(falling.output.find("per validation over the last 5 validations): more steps would lower it") !=
+        std::string::npos);
+  // The same run, with a min_delta beyond any fall it can make.
+  const CliResult converged = run_headroom(kTinyFlags + " --steps 40 --eval-every 5 --min-delta 100 --no-save");
+  INFO(converged.output);
+  REQUIRE(converged.status == 0);
+  CHECK(converged.output.find("val loss converged (-") != std::string::npos);
+  CHECK(converged.output.find("no fall beyond its noise and --min-delta 100)") != std::string::npos);
+  // Two validations are too few.
+  const CliResult unknown = run_headroom(kTinyFlags + " --steps 20 --eval-every 10 --no-save");
+  INFO(unknown.output);
+  REQUIRE(unknown.status == 0);
+  CHECK(unknown.output.find("val loss trend unknown (it needs 3 finite validations") != std::string::npos);
+}
+
+TEST_CASE("headroom train: bad --patience and --min-delta values are one line, exit 2, nothing written") {
+  const TempDir tmp("conv_bad");
+  const fs::path run = tmp / "run";
+  const fs::path bad_json = tmp.write("bad.json", R"({"train": {"min_delta": -1}})");
+  const fs::path inf_json = tmp.write("inf.json", R"({"train": {"min_delta": 1e999}})");
+  struct Bad {
+    std::string args, says;
+  };
+  const std::vector<Bad> cases = {
+      {"--patience -1", "--patience: must be a whole number from 0 to 10^19 - 1, got -1"},
+      {"--patience 2.5", "--patience: must be a whole number"},
+      {"--patience x", "--patience: must be a whole number"},
+      {"--min-delta -0.1", "--min-delta: must be a finite number >= 0, got -0.1"},
+      {"--min-delta inf", "--min-delta: must be a finite number >= 0, got inf"},
+      {"--min-delta nan", "--min-delta: must be a finite number >= 0, got nan"},
+      {"--min-delta abc", "--min-delta: must be a finite number >= 0, got abc"},
+      {"--config " + bad_json.string(), "min_delta must be a finite number >= 0, got -1"},
+      {"--config " + inf_json.string(), "min_delta"},
+  };
+  for (const Bad& bad : cases) {
+    check_refused(kTinyFlags + " " + bad.args + " --out " + run.string(), bad.says);
+    CHECK_FALSE(fs::exists(run));
+  }
 }
