@@ -690,7 +690,7 @@ TEST_CASE("ablate reports convergence: results.csv's columns, a mark on still-fa
   CHECK(html.find("† Still improving: ") != std::string::npos);
 }
 
-TEST_CASE("ablate reports convergence: no mark and no line when no point was still falling; a bad word is refused") {
+TEST_CASE("ablate reports convergence: no mark and no line when no point was still falling, and a bad word is refused") {
   const TempDir tmp("ablate_converged");
   {
     const ConvergenceSweep sweep(tmp.path(), {"converged", "unknown", "", "converged"}, {"steps", "steps", "", "patience"});

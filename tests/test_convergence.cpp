@@ -70,7 +70,7 @@ TEST_CASE("convergence: a flat noisy curve has converged") {
   CHECK(std::abs(c.fall_per_eval) < 0.01);
 }
 
-TEST_CASE("convergence: a curve that falls then flattens has converged; only the last 5 validations count") {
+TEST_CASE("convergence: a curve that falls then flattens has converged, and only the last 5 validations count") {
   // Falls from 3 to 1 over the first five, then wobbles around 1.
   const std::vector<double> y = {3.0, 2.0, 1.5, 1.2, 1.0, 1.003, 0.998, 1.002, 0.999, 1.001};
   CHECK(hr::convergence(evenly(100, y), 1e-3).status == hr::ConvergenceStatus::converged);
