@@ -70,21 +70,27 @@ std::string results_csv(const SweepPlan& plan, const std::vector<RunResult>& res
   for (const std::string& c : plan.columns) out += fmt::format(",{}", csv_field(c));
   out += ",seed,parameters,attention_parameters_per_layer,kv_floats_per_token_per_layer,final_train_loss,"
          "final_val_loss,final_bayes_loss,final_excess_loss,final_val_accuracy,best_val_accuracy,steps_to_target,"
-         "wall_s,tokens_per_s\n";
+         "final_step,stop_reason,convergence,fall_per_validation,wall_s,tokens_per_s\n";
   for (const RunResult& r : results) {
     out += csv_field(r.run->id);
     for (const nlohmann::json& v : r.run->values) out += fmt::format(",{}", csv_field(cell(v)));
-    out += fmt::format(",{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.run->seed, r.parameters,
+    // An unknown convergence is an empty cell, as every unknown value here is.
+    const std::string convergence = r.convergence == ConvergenceStatus::unknown ? "" : to_string(r.convergence);
+    out += fmt::format(",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.run->seed, r.parameters,
                        r.attention_parameters, r.kv_floats_per_token, csv_number(r.final_train_loss),
                        csv_number(r.final_val_loss), csv_number(r.final_bayes_loss), csv_number(r.final_excess_loss),
                        csv_number(r.final_val_accuracy), csv_number(r.best_val_accuracy),
-                       r.steps_to_target ? std::to_string(*r.steps_to_target) : std::string(),
-                       csv_number(r.wall_s), csv_number(r.tokens_per_s));
+                       r.steps_to_target ? std::to_string(*r.steps_to_target) : std::string(), r.steps,
+                       r.stop_reason, convergence, csv_number(r.fall_per_eval), csv_number(r.wall_s),
+                       csv_number(r.tokens_per_s));
   }
   return out;
 }
 
 // ---- the summary table --------------------------------------------------------------
+
+// summary.md's mark on a point some seed of which was still falling (footer).
+constexpr const char* kStillFallingMark = "†";
 
 struct Table {
   std::vector<std::string> header;
@@ -121,7 +127,7 @@ Table summary_table(const SweepPlan& plan, const std::vector<PointSummary>& poin
   t.header.push_back(fmt::format("steps to {:g}%", 100 * target_acc));
   for (const char* h : {"params", "attn params/layer", "KV floats/token/layer"}) t.header.emplace_back(h);
   for (const PointSummary& p : points) {
-    std::vector<std::string> row{p.point};
+    std::vector<std::string> row{p.point + (p.still_falling ? std::string(" ") + kStillFallingMark : "")};
     for (const nlohmann::json& v : p.values) row.push_back(cell(v));
     row.push_back(std::to_string(p.seeds));
     auto mark = [](bool best, bool differs) { return best ? " (best)" : differs ? " *" : ""; };
@@ -214,6 +220,10 @@ std::string describe(const SweepPlan& plan) {
     }
   }
   if (same([](const TrainConfig& x) { return x.optim.steps; })) parts.push_back(fmt::format("{} steps", c.optim.steps));
+  if (same([](const TrainConfig& x) { return x.optim.patience; }) && c.optim.patience > 0 &&
+      same([](const TrainConfig& x) { return x.optim.min_delta; })) {
+    parts.push_back(fmt::format("patience {} (min_delta {})", c.optim.patience, c.optim.min_delta));
+  }
   if (same([](const TrainConfig& x) { return x.optim.batch; })) parts.push_back(fmt::format("batch {}", c.optim.batch));
   if (same([](const TrainConfig& x) { return x.optim.optimizer; })) parts.push_back(to_string(c.optim.optimizer));
   if (same([](const TrainConfig& x) { return x.optim.lr; })) parts.push_back(fmt::format("lr {}", c.optim.lr));
@@ -229,9 +239,18 @@ std::string footer(const SweepPlan& plan, const std::vector<RunResult>& results,
   const std::size_t eval_every = plan.runs.front().config.optim.eval_every;
   const bool same_eval = std::all_of(plan.runs.begin(), plan.runs.end(),
                                      [&](const PlannedRun& r) { return r.config.optim.eval_every == eval_every; });
-  std::string out = fmt::format(
-      "Final values are the last validation of each run (at its last step); `a ± b` is the mean and the sample "
-      "standard deviation (n - 1) over seeds.\n\n"
+  std::string out;
+  if (std::any_of(points.begin(), points.end(), [](const PointSummary& p) { return p.still_falling; })) {
+    out += fmt::format(
+        "{} Still improving: the val loss of some seed of a marked point was still falling when its run stopped (over "
+        "its last 5 validations, beyond their noise and min_delta; the rule is in docs/cli/train.md). Comparisons "
+        "with marked points measure the training budget, not the architecture: train longer, or until the loss "
+        "stops improving (--patience).\n\n",
+        kStillFallingMark);
+  }
+  out += fmt::format(
+      "Final values are the last validation of each run (at its last step, or where --patience ended it); `a ± b` "
+      "is the mean and the sample standard deviation (n - 1) over seeds.\n\n"
       "`(best)` marks the point of lowest mean val loss, and the one of highest mean val accuracy (ties: each). "
       "`*` marks a "
       "point whose mean differs from the best point's by more than the seed noise: "
@@ -478,9 +497,14 @@ std::vector<RunResult> collect_results(const SweepPlan& plan, const fs::path& di
       // Absent from a result.json written before them: unknown, as for a text.
       if (j.contains("final_bayes_loss")) r.final_bayes_loss = number_or_nan(j.at("final_bayes_loss"));
       if (j.contains("final_excess_loss")) r.final_excess_loss = number_or_nan(j.at("final_excess_loss"));
+      if (j.contains("stop_reason")) r.stop_reason = j.at("stop_reason").get<std::string>();
+      if (j.contains("convergence")) r.convergence = parse_convergence_status(j.at("convergence").get<std::string>());
+      if (j.contains("fall_per_validation")) r.fall_per_eval = number_or_nan(j.at("fall_per_validation"));
       r.wall_s = number_or_nan(j.at("wall_s"));
       r.tokens_per_s = number_or_nan(j.at("tokens_per_s"));
     } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument(fmt::format("{}: {}", file.string(), e.what()));
+    } catch (const std::invalid_argument& e) {  // parse_convergence_status
       throw std::invalid_argument(fmt::format("{}: {}", file.string(), e.what()));
     }
     const AttentionOptions a = attention_options(run.config.model);
@@ -522,9 +546,11 @@ std::vector<PointSummary> summarize(const SweepPlan& plan, const std::vector<Run
     if (!points.empty() && points.back().point == run.point) continue;
     std::vector<double> loss, acc, excess, target;
     const RunResult* first = nullptr;
+    bool still_falling = false;
     for (const RunResult& r : results) {
       if (r.run->point != run.point) continue;
       first = first ? first : &r;
+      still_falling = still_falling || r.convergence == ConvergenceStatus::falling;
       loss.push_back(r.final_val_loss);
       acc.push_back(r.final_val_accuracy);
       if (!std::isnan(r.final_excess_loss)) excess.push_back(r.final_excess_loss);
@@ -542,6 +568,7 @@ std::vector<PointSummary> summarize(const SweepPlan& plan, const std::vector<Run
     p.parameters = first->parameters;
     p.attention_parameters = first->attention_parameters;
     p.kv_floats_per_token = first->kv_floats_per_token;
+    p.still_falling = still_falling;
     points.push_back(std::move(p));
   }
   if (points.empty()) return points;

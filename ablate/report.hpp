@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ablate/sweep.hpp"
+#include "train/convergence.hpp"
 
 namespace headroom {
 
@@ -42,6 +43,12 @@ struct RunResult {
   double final_excess_loss = NAN;
   double final_bayes_loss = NAN;
   std::optional<std::size_t> steps_to_target;  // first validation step with accuracy >= the target
+  // Why the run ended ("steps" or "patience"; "" when its result.json predates them),
+  // and whether its val loss was still falling then (train/convergence.hpp): unknown
+  // for such a result.json, and NaN its fall.
+  std::string stop_reason;
+  ConvergenceStatus convergence = ConvergenceStatus::unknown;
+  double fall_per_eval = NAN;
   double wall_s = NAN;
   double tokens_per_s = NAN;
   std::vector<double> curve_steps, curve_val_loss;  // metrics.csv's validation rows
@@ -80,6 +87,9 @@ struct PointSummary {
   bool loss_differs = false, accuracy_differs = false;  // from the best point, beyond noise
   bool best_loss = false, best_accuracy = false;
   bool excess_differs = false, best_excess = false;     // against the point of lowest mean excess loss
+  // Some seed's val loss was still falling when it stopped: comparisons with this
+  // point measure the training budget, not the architecture (summary.md's mark).
+  bool still_falling = false;
 };
 
 // One row per grid point with a finished run, in grid order, with the noise marks

@@ -46,12 +46,26 @@ std::size_t checkpoint_step(const fs::path& dir) {
   }
 }
 
+// Whether a run without result.json is out of patience at its checkpoint (killed
+// between its last save and result.json): a resume would be refused, so it starts
+// over, as one at its last step does. A metrics.csv that cannot be read is left for
+// the resume to report.
+bool out_of_patience(const PlannedRun& run, const fs::path& dir, std::size_t step) {
+  try {
+    return patience_ran_out(dir, step, run.config.optim).has_value();
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+}
+
 // The step an unfinished run resumes from: its newest checkpoint's, when that is
-// before its last step and its metrics.csv is there; else 0 (it starts over).
+// before its last step and out of patience, and its metrics.csv is there; else 0 (it
+// starts over).
 std::size_t resume_step(const PlannedRun& run, const fs::path& dir) {
   std::error_code ec;
   const auto ckpt = latest_checkpoint(dir);
-  if (ckpt && fs::exists(dir / "metrics.csv", ec) && checkpoint_step(*ckpt) < run.config.optim.steps) {
+  if (ckpt && fs::exists(dir / "metrics.csv", ec) && checkpoint_step(*ckpt) < run.config.optim.steps &&
+      !out_of_patience(run, dir, checkpoint_step(*ckpt))) {
     return checkpoint_step(*ckpt);
   }
   return 0;
@@ -114,6 +128,13 @@ nlohmann::json result_json(const PlannedRun& run, const TrainSummary& s, double 
           {"final_excess_loss", known(s.final_excess_loss)},
           {"best_val_accuracy", s.best_val_accuracy},
           {"best_step", s.best_step},
+          // Why it ended (steps or patience) and whether its val loss was still
+          // falling then (train/convergence.hpp); absent from an older result.json.
+          {"stop_reason", to_string(s.stop_reason)},
+          {"convergence", to_string(s.convergence.status)},
+          {"fall_per_validation", known(std::isfinite(s.convergence.fall_per_eval)
+                                            ? std::optional<double>(s.convergence.fall_per_eval)
+                                            : std::nullopt)},
           {"skipped_steps", s.skipped_steps},
           {"wall_s", wall_s},
           {"tokens_per_s", wall_s > 0 ? tokens / wall_s : 0.0}};

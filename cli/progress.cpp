@@ -37,14 +37,19 @@ void SweepBoard::operator()(const SweepEvent& e) {
       ++steps_done_;
       redraw(false);
       break;
-    case Kind::finished:
-      ended(fmt::format("{}: val loss {:.4f}{}, val accuracy {:.2f}%, {} steps in {}", e.run->id,
-                        e.summary->final_val.loss,
-                        e.summary->final_excess_loss ? fmt::format(" (excess {:.4f})", *e.summary->final_excess_loss)
-                                                     : std::string(),
-                        100 * e.summary->final_val.accuracy, e.summary->steps, duration(e.wall_s)),
+    case Kind::finished: {
+      const TrainSummary& s = *e.summary;
+      // A run out of patience leaves steps it will never take.
+      steps_to_do_ -= std::min(steps_to_do_, e.run->config.optim.steps - std::min(s.steps, e.run->config.optim.steps));
+      std::string notes;
+      if (s.stop_reason == StopReason::patience) notes += ", out of patience";
+      if (s.convergence.status == ConvergenceStatus::falling) notes += ", val loss still falling";
+      ended(fmt::format("{}: val loss {:.4f}{}, val accuracy {:.2f}%, {} steps in {}{}", e.run->id, s.final_val.loss,
+                        s.final_excess_loss ? fmt::format(" (excess {:.4f})", *s.final_excess_loss) : std::string(),
+                        100 * s.final_val.accuracy, s.steps, duration(e.wall_s), notes),
             true);
       break;
+    }
     case Kind::stopped:
       ended(fmt::format("{} stopped at step {} of {} (checkpoint saved)", e.run->id, e.summary->steps,
                         e.run->config.optim.steps),

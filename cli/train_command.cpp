@@ -79,6 +79,21 @@ void warn_threads(int threads) {
   }
 }
 
+// The convergence line of the summary (train/convergence.hpp's rule, docs/cli/train.md).
+std::string convergence_line(const Convergence& c, double min_delta) {
+  const std::string trend =
+      fmt::format("{:+.4g} per validation over the last {} validations", -c.fall_per_eval, c.window);
+  switch (c.status) {
+    case ConvergenceStatus::falling:
+      return fmt::format("val loss still falling ({}): more steps would lower it", trend);
+    case ConvergenceStatus::converged:
+      return fmt::format("val loss converged ({}: no fall beyond its noise and --min-delta {})", trend, min_delta);
+    case ConvergenceStatus::unknown: break;
+  }
+  return fmt::format("val loss trend unknown (it needs {} finite validations; a smaller --eval-every gives more)",
+                     kConvergenceMinPoints);
+}
+
 std::string rate(double tokens_per_s) {
   return tokens_per_s >= 1e6 ? fmt::format("{:.1f}M", tokens_per_s / 1e6) : fmt::format("{:.1f}k", tokens_per_s / 1e3);
 }
@@ -92,7 +107,7 @@ int run_train(const TrainCommandFlags& flags) {
   TrainConfig config = build_config(
       flags, flags.resume ? (fs::path(*flags.resume) / "config.json").string() : flags.config_file);
   // A resume to a step the run has passed says so, before any check of the steps.
-  if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim.steps);
+  if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim);
   check_flags_read(flags, {config});
   if (config.optim.track_heads && flags.no_save) {
     throw std::invalid_argument("--track-heads writes DIR/tracked_heads.csv and DIR/tracked_heads.svg: not with --no-save");
@@ -206,8 +221,15 @@ int run_train(const TrainCommandFlags& flags) {
     }
     return InterruptGuard::requested() ? InterruptGuard::exit_status() : 0;
   }
+  if (tty && s.stop_reason == StopReason::patience) fmt::print("\n");  // the bar stopped short of its end
   fmt::print("done: {} steps in {} ({} tok/s), {} parameters\n", s.steps - s.start_step, duration(s.wall_s),
              rate(s.tokens_per_s), s.parameters);
+  if (s.stop_reason == StopReason::patience) {
+    fmt::print("out of patience at step {} of {}: {} validations in a row without the val loss falling more than "
+               "--min-delta {} below {:.4f}, its value at its last improvement (step {})\n",
+               s.steps, config.optim.steps, config.optim.patience, config.optim.min_delta, s.early_stop.best,
+               s.early_stop.best_step);
+  }
   if (s.skipped_steps > 0) fmt::print("skipped {} updates with a non-finite gradient norm\n", s.skipped_steps);
   fmt::print("final: train loss {:.4f}, val loss {:.4f}, val accuracy {:.2f}% (best {:.2f}% at step {})\n",
              s.final_train_loss, s.final_val.loss, 100 * s.final_val.accuracy, 100 * s.best_val_accuracy,
@@ -216,6 +238,7 @@ int run_train(const TrainCommandFlags& flags) {
     fmt::print("excess loss {:.4f} (val loss - bayes loss {:.4f}){}\n", *s.final_excess_loss, *s.bayes_loss,
                s.best_excess_loss ? fmt::format(", lowest {:.4f}", *s.best_excess_loss) : std::string());
   }
+  fmt::print("{}\n", convergence_line(s.convergence, config.optim.min_delta));
   if (!options.out_dir.empty()) {
     fmt::print("wrote {0}/config.json, {0}/metrics.csv and {0}/model.safetensors (checkpoints in "
                "{0}/checkpoints)\n",

@@ -27,6 +27,7 @@ const CLI::Validator* validator(FlagCheck check) {
     case FlagCheck::positive_whole_number: return &kPositiveWholeNumber;
     case FlagCheck::positive: return &kPositive;
     case FlagCheck::non_negative: return &kNonNegative;
+    case FlagCheck::finite_non_negative: return &kFiniteNonNegative;
     case FlagCheck::whole_number_list: return &kWholeNumberList;
   }
   return nullptr;

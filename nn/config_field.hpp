@@ -16,7 +16,15 @@ namespace headroom {
 // ModelConfig::resolved() and TrainConfig::validate().
 // whole_number_list is the flag of a list field (std::vector<std::size_t>): whole
 // numbers separated by commas, "1,2,3"; config.json holds it as an array [1, 2, 3].
-enum class FlagCheck { none, whole_number, positive_whole_number, positive, non_negative, whole_number_list };
+enum class FlagCheck {
+  none,
+  whole_number,
+  positive_whole_number,
+  positive,
+  non_negative,
+  finite_non_negative,
+  whole_number_list
+};
 
 struct Flag {
   // "--heads"; empty: "--" and the key with '_' written '-' (d_model: --d-model).

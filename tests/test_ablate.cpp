@@ -4,6 +4,8 @@
 // Ctrl-C, and one-line errors that leave nothing behind.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include "ablate/report.hpp"
 #include "nn/presets.hpp"
 #include "train/out_dir.hpp"
+#include "train/trainer.hpp"
 #include "cli_runner.hpp"
 #include "support.hpp"
 
@@ -326,9 +329,10 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
   REQUIRE(csv.size() == 5);
   CHECK(csv[0] == "run,n_heads,d_k,n_kv_heads,seed,parameters,attention_parameters_per_layer,"
                   "kv_floats_per_token_per_layer,final_train_loss,final_val_loss,final_bayes_loss,final_excess_loss,"
-                  "final_val_accuracy,best_val_accuracy,steps_to_target,wall_s,tokens_per_s");
+                  "final_val_accuracy,best_val_accuracy,steps_to_target,final_step,stop_reason,convergence,"
+                  "fall_per_validation,wall_s,tokens_per_s");
   const std::vector<std::string> row = fields(csv[3]);
-  REQUIRE(row.size() == 17);
+  REQUIRE(row.size() == 21);
   CHECK(row[0] == "h4-dk4-s0");
   CHECK(row[1] == "4");
   CHECK(row[2] == "4");
@@ -340,7 +344,12 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
   CHECK(row[10] == "0");       // copy's answers are determined: Bayes loss 0
   CHECK(row[11] == row[9]);    // so the excess loss is the val loss
   CHECK(std::stod(row[12]) >= 0);
-  CHECK(std::stod(row[15]) > 0);
+  CHECK(row[15] == "30");     // the last step: no --patience
+  CHECK(row[16] == "steps");
+  // 3 validations (every 10 of 30 steps) are enough for the rule to say.
+  CHECK((row[17] == "falling" || row[17] == "converged"));
+  CHECK(std::isfinite(std::stod(row[18])));
+  CHECK(std::stod(row[19]) > 0);
 
   const std::string summary = read_file(dir / "summary.md");
   std::size_t table_rows = 0;
@@ -607,4 +616,173 @@ TEST_CASE("headroom ablate starts the longest runs first, and keeps the grid's o
   REQUIRE(dk.status == 0);
   CHECK(dk.output.find("[1/2] h2-dk8-s0:") != std::string::npos);
   CHECK(dk.output.find("[2/2] h2-dk2-s0:") != std::string::npos);
+}
+
+// ---- convergence and early stopping (issue 45) ---------------------------------------
+
+namespace {
+
+// A sweep directory of hand-written results: points p0 and p1, 2 seeds each. Each
+// run's result.json says `convergence[i]` and `stop_reason[i]`; an empty word leaves
+// both out, as a result.json written before them.
+struct ConvergenceSweep {
+  hr::SweepPlan plan;
+
+  ConvergenceSweep(const fs::path& dir, const std::vector<std::string>& convergence,
+                   const std::vector<std::string>& stop_reason) {
+    hr::TrainConfig c = tiny_base();
+    auto data = hr::make_dataset(c);
+    c = hr::finalize(c, *data);
+    plan.columns = {"n_heads", "d_k", "n_kv_heads"};
+    plan.plot_axes = {"n_heads"};
+    plan.seeds = {0, 1};
+    for (std::size_t i = 0; i < 4; ++i) {
+      plan.runs.push_back({.id = fmt::format("p{}-s{}", i / 2, i % 2), .point = fmt::format("p{}", i / 2),
+                           .seed = i % 2, .values = {2, 8, 2}, .config = c});
+    }
+    for (std::size_t i = 0; i < plan.runs.size(); ++i) {
+      const fs::path run = dir / "runs" / plan.runs[i].id;
+      fs::create_directories(run);
+      nlohmann::json j{{"id", plan.runs[i].id},      {"seed", i % 2},         {"steps", 20 + i},
+                       {"parameters", 1000},         {"final_train_loss", 0.5}, {"final_val_loss", 0.4},
+                       {"final_val_accuracy", 0.5},  {"best_val_accuracy", 0.5}, {"best_step", 20},
+                       {"skipped_steps", 0},         {"wall_s", 1.0},         {"tokens_per_s", 100.0}};
+      if (!convergence[i].empty()) {
+        j["convergence"] = convergence[i];
+        j["stop_reason"] = stop_reason[i];
+        j["fall_per_validation"] = convergence[i] == "unknown" ? nlohmann::json(nullptr) : nlohmann::json(0.125);
+      }
+      std::ofstream(run / "result.json") << j.dump(2) << "\n";
+      std::ofstream(run / "metrics.csv") << "step,train_loss,val_loss,val_accuracy,lr,grad_norm,tokens_per_s\n"
+                                         << "20,0.5,0.4,0.5,0.001,1.0,100.0\n";
+    }
+  }
+};
+
+std::size_t column_of(const std::string& header, const std::string& name) {
+  const std::vector<std::string> cells = fields(header);
+  return static_cast<std::size_t>(std::find(cells.begin(), cells.end(), name) - cells.begin());
+}
+
+}  // namespace
+
+TEST_CASE("ablate reports convergence: results.csv's columns, a mark on still-falling points and the line under the table") {
+  const TempDir tmp("ablate_convergence");
+  const ConvergenceSweep sweep(tmp.path(), {"falling", "converged", "converged", ""}, {"steps", "patience", "steps", ""});
+  const std::string summary = hr::write_reports(sweep.plan, tmp.path(), 0.99);
+  INFO(summary);
+
+  const std::vector<hr::RunResult> results = hr::collect_results(sweep.plan, tmp.path(), 0.99);
+  REQUIRE(results.size() == 4);
+  CHECK(results[0].convergence == hr::ConvergenceStatus::falling);
+  CHECK(results[0].fall_per_eval == 0.125);
+  CHECK(results[1].stop_reason == "patience");
+  // A result.json from before: unknown, nothing else changes.
+  CHECK(results[3].convergence == hr::ConvergenceStatus::unknown);
+  CHECK(std::isnan(results[3].fall_per_eval));
+  CHECK(results[3].stop_reason.empty());
+  CHECK(results[3].final_val_loss == 0.4);
+
+  const std::vector<std::string> csv = lines_of(read_file(tmp / "results.csv"));
+  REQUIRE(csv.size() == 5);
+  const std::size_t at = column_of(csv[0], "convergence");
+  CHECK(column_of(csv[0], "final_step") + 2 == at);
+  CHECK(column_of(csv[0], "stop_reason") + 1 == at);
+  CHECK(column_of(csv[0], "fall_per_validation") == at + 1);
+  CHECK(column_of(csv[0], "wall_s") == at + 2);  // the timing columns stay last
+  const std::vector<std::vector<std::string>> want = {{"20", "steps", "falling", "0.125"},
+                                                      {"21", "patience", "converged", "0.125"},
+                                                      {"22", "steps", "converged", "0.125"},
+                                                      {"23", "", "", ""}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    const std::vector<std::string> row = fields(csv[i + 1]);
+    CHECK(std::vector<std::string>(row.begin() + static_cast<std::ptrdiff_t>(at) - 2,
+                                   row.begin() + static_cast<std::ptrdiff_t>(at) + 2) == want[i]);
+  }
+
+  const std::vector<hr::PointSummary> points = hr::summarize(sweep.plan, results);
+  REQUIRE(points.size() == 2);
+  CHECK(points[0].still_falling);  // one seed of two is enough
+  CHECK_FALSE(points[1].still_falling);
+  // The mark on p0's row only, and the line right under the table.
+  const std::vector<std::string> lines = lines_of(summary);
+  std::size_t last_row = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].rfind("| p", 0) == 0) last_row = i;
+  }
+  REQUIRE(last_row + 2 < lines.size());
+  CHECK(summary.find("| p0 † ") != std::string::npos);
+  CHECK(summary.find("| p1 † ") == std::string::npos);
+  CHECK(summary.find("| p1 ") != std::string::npos);
+  CHECK(lines[last_row + 1].empty());
+  CHECK(lines[last_row + 2].rfind("† Still improving: ", 0) == 0);
+  CHECK(lines[last_row + 2].find("Comparisons with marked points measure the training budget, not the architecture") !=
+        std::string::npos);
+  const std::string html = read_file(tmp / "report.html");
+  CHECK(html.find("<td>p0 †</td>") != std::string::npos);
+  CHECK(html.find("† Still improving: ") != std::string::npos);
+}
+
+TEST_CASE("ablate reports convergence: no mark and no line when no point was still falling, and a bad word is refused") {
+  const TempDir tmp("ablate_converged");
+  {
+    const ConvergenceSweep sweep(tmp.path(), {"converged", "unknown", "", "converged"}, {"steps", "steps", "", "patience"});
+    const std::string summary = hr::write_reports(sweep.plan, tmp.path(), 0.99);
+    CHECK(summary.find("†") == std::string::npos);
+    CHECK(summary.find("Still improving") == std::string::npos);
+    CHECK(read_file(tmp / "report.html").find("Still improving") == std::string::npos);
+  }
+  const ConvergenceSweep bad(tmp.path(), {"converged", "flat", "", ""}, {"steps", "steps", "", ""});
+  CHECK_THROWS_WITH_AS(hr::collect_results(bad.plan, tmp.path(), 0.99),
+                       doctest::Contains("p0-s1/result.json: convergence must be unknown, falling or converged; got 'flat'"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("headroom ablate --patience: runs end out of patience as finished runs, recorded, and a rerun skips them") {
+  const TempDir tmp("ablate_patience");
+  const fs::path& dir = tmp.path();
+  const std::string sweep = "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 600 --warmup 5 "
+                            "--eval-every 10 --save-every 50 --heads 2 --dk auto --seeds 2 --jobs 2 --patience 2 "
+                            "--min-delta 0.05 --out " + dir.string();
+  const CliResult r = run_headroom(sweep);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find(", out of patience") != std::string::npos);
+  CHECK(r.output.find("patience 2 (min_delta 0.05)") != std::string::npos);  // the summary's settings line
+  for (const char* id : {"h2-dk8-s0", "h2-dk8-s1"}) {
+    CAPTURE(id);
+    const fs::path run = dir / "runs" / id;
+    const nlohmann::json config = nlohmann::json::parse(read_file(run / "config.json"));
+    CHECK(config["train"]["patience"] == 2);
+    CHECK(config["train"]["min_delta"] == 0.05);
+    const nlohmann::json result = nlohmann::json::parse(read_file(run / "result.json"));
+    CHECK(result["stop_reason"] == "patience");
+    CHECK(result["steps"].get<std::size_t>() < 600);
+    CHECK((result["convergence"] == "falling" || result["convergence"] == "converged"));
+    CHECK(fs::exists(run / "model.safetensors"));
+  }
+  const std::string before = read_file(dir / "results.csv");
+  const std::vector<std::string> csv = lines_of(before);
+  REQUIRE(csv.size() == 3);
+  CHECK(fields(csv[1])[column_of(csv[0], "stop_reason")] == "patience");
+
+  SUBCASE("running it again skips them") {
+    const CliResult again = run_headroom(sweep);
+    INFO(again.output);
+    CHECK(again.status == 0);
+    CHECK(again.output.find("2 finished before (skipped), 0 to run") != std::string::npos);
+  }
+  SUBCASE("one killed before its result.json starts over (a resume would be refused) and ends the same") {
+    const fs::path run = dir / "runs" / "h2-dk8-s1";
+    fs::remove(run / "result.json");
+    std::ofstream(run / hr::kLockFile) << "1 on elsewhere";
+    const CliResult again = run_headroom(sweep);
+    INFO(again.output);
+    CHECK(again.status == 0);
+    CHECK(again.output.find("1 to run (0 resumed from checkpoints)") != std::string::npos);
+    CHECK(again.output.find("] h2-dk8-s1: val loss") != std::string::npos);
+    std::ofstream(dir / "old.csv") << before;
+    CHECK(results_without_timing(dir / "results.csv") == results_without_timing(dir / "old.csv"));
+  }
 }

@@ -174,7 +174,7 @@ TEST_CASE("headroom CMD --help: a short paragraph, then each flag with its help 
   const std::string train = run_headroom("train --help").output;
   CHECK(train.find("  --resume DIR  ") != std::string::npos);
   CHECK(train.find("Not with --config, --out, --overwrite, --no-save or any Model, Data or Training flag but --steps, "
-                   "--save-every, --keep-checkpoints, --max-bad-steps and --detect-anomaly") != std::string::npos);
+                   "--save-every, --keep-checkpoints, --max-bad-steps, --detect-anomaly, --patience and --min-delta") != std::string::npos);
 }
 
 // The refusals the help no longer lists flag by flag: a resumed run, a merge and a
@@ -182,8 +182,8 @@ TEST_CASE("headroom CMD --help: a short paragraph, then each flag with its help 
 // change them is refused in one line naming both flags.
 TEST_CASE("train --resume and ablate --merge/--resume refuse every flag that would change the run") {
   const std::string train_help = run_headroom("train --help").output;
-  const std::vector<std::string> may_change{"--steps", "--save-every", "--keep-checkpoints", "--max-bad-steps",
-                                            "--detect-anomaly"};
+  const std::vector<std::string> may_change{"--steps",          "--save-every", "--keep-checkpoints", "--max-bad-steps",
+                                            "--detect-anomaly", "--patience",   "--min-delta"};
   std::size_t refused = 0;
   for (const char* section : {"Model", "Data", "Training"}) {
     const std::vector<ListedFlag> flags = flags_in_section(train_help, section);

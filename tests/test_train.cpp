@@ -227,7 +227,7 @@ TEST_CASE("train config field tables: every data and train field round-trips thr
   set.optim = {.optimizer = hr::OptimizerKind::sgd, .steps = 7, .batch = 3, .lr = 0.25,
                .schedule = hr::LrScheduleKind::inverse_sqrt, .warmup = 2, .min_lr = 1e-4, .clip = 0.5,
                .weight_decay = 0.2, .momentum = 0.5, .seed = 9, .threads = 2, .eval_every = 4, .eval_batches = 5,
-               .save_every = 6, .keep_checkpoints = 3, .max_bad_steps = 4, .detect_anomaly = true, .track_heads = true,
+               .patience = 3, .min_delta = 0.05, .save_every = 6, .keep_checkpoints = 3, .max_bad_steps = 4, .detect_anomaly = true, .track_heads = true,
                .init_from = "runs/mha", .init_from_hash = "fnv1a64:0123456789abcdef"};
   set.model.vocab = 20;
   set.model.max_len = 12;
@@ -252,7 +252,7 @@ TEST_CASE("train config field tables: every data and train field round-trips thr
   });
   CHECK(json["data"].size() == data_fields);
   CHECK(json["train"].size() == optim_fields);
-  CHECK(optim_fields == 21);
+  CHECK(optim_fields == 23);
   CHECK(json["train"]["optimizer"] == "sgd");
   CHECK(json["train"]["schedule"] == "inverse_sqrt");
   CHECK(back.data == set.data);
@@ -268,7 +268,7 @@ TEST_CASE("train config field tables: the unknown-key messages list every key of
   CHECK(data_keys == "task, text, seq_len, vocab, lags, context, lag_beta, task_seed");
   CHECK(train_keys ==
         "optimizer, steps, batch, lr, schedule, warmup, min_lr, clip, weight_decay, momentum, seed, threads, "
-        "eval_every, eval_batches, save_every, keep_checkpoints, max_bad_steps, detect_anomaly, track_heads, init_from, "
+        "eval_every, eval_batches, patience, min_delta, save_every, keep_checkpoints, max_bad_steps, detect_anomaly, track_heads, init_from, "
         "init_from_hash");
   hr::TrainConfig c;
   CHECK_THROWS_WITH_AS(hr::update_from_json(c, nlohmann::json{{"data", {{"tsk", 1}}}}, "f.json"),

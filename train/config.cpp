@@ -136,6 +136,9 @@ void TrainConfig::validate() const {
   }
   if (o.eval_every == 0) throw std::invalid_argument("eval_every must be positive, got 0");
   if (o.eval_batches == 0) throw std::invalid_argument("eval_batches must be positive, got 0");
+  if (!(o.min_delta >= 0) || !std::isfinite(o.min_delta)) {
+    throw std::invalid_argument(fmt::format("min_delta must be a finite number >= 0, got {}", o.min_delta));
+  }
   if (o.keep_checkpoints == 0) throw std::invalid_argument("keep_checkpoints must be positive, got 0");
   if (o.max_bad_steps == 0) throw std::invalid_argument("max_bad_steps must be positive, got 0");
   if (const std::vector<std::string> unread = unread_data_keys(d); !unread.empty()) {

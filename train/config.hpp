@@ -12,6 +12,7 @@
 #include "data/task.hpp"
 #include "nn/config.hpp"
 #include "optim/schedule.hpp"
+#include "train/convergence.hpp"
 
 namespace headroom {
 
@@ -66,6 +67,12 @@ struct OptimConfig {
   int threads = 1;                  // threads for the GEMMs and headroom's loops (set_threads)
   std::size_t eval_every = 100;     // steps between validations
   std::size_t eval_batches = 8;     // validation batches per evaluation
+  // Early stopping (train/convergence.hpp): the run ends after `patience` validations
+  // in a row whose val loss is not below the best by more than min_delta; 0 is off,
+  // and steps stays the cap. min_delta is also the least fall across the window that
+  // counts a run as still falling (the convergence status), so it is read either way.
+  std::size_t patience = 0;
+  double min_delta = kDefaultMinDelta;  // nats
   std::size_t save_every = 500;     // steps between rolling checkpoints (with an output directory); 0 is off
   std::size_t keep_checkpoints = 2; // rolling checkpoints kept
   std::size_t max_bad_steps = 10;   // consecutive non-finite steps before the run stops

@@ -77,6 +77,15 @@ void for_each_optim_field(Visit&& visit) {
   visit(field("eval_every", &O::eval_every, Flag{.help = "Steps between validations (default {})", .check = C::whole_number}));
   visit(field("eval_batches", &O::eval_batches,
               Flag{.help = "Validation batches per evaluation (default {})", .check = C::whole_number}));
+  visit(field("patience", &O::patience,
+              Flag{.help = "Stop once this many validations in a row have not lowered the val loss by more than "
+                           "--min-delta below its best, with a final checkpoint and model.safetensors as at --steps, "
+                           "which stays the cap; 0 is off (default {})",
+                   .check = C::whole_number}));
+  visit(field("min_delta", &O::min_delta,
+              Flag{.help = "The least fall of the val loss, in nats, that counts as an improvement for --patience, "
+                           "and across the last 5 validations for a run to count as still falling (default {})",
+                   .check = C::finite_non_negative}));
   visit(field("save_every", &O::save_every,
               Flag{.help = "Steps between rolling checkpoints in --out; 0 saves only at the end and on Ctrl-C "
                            "(default {})",

@@ -14,6 +14,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A loss field: as_recorded reads it back, so the two must stay one format.
+std::string loss_field(double v) { return fmt::format("{:.6f}", v); }
+
 std::string header_line() {
   std::string h;
   for (const std::string_view c : kMetricsColumns) {
@@ -61,44 +64,8 @@ std::string rows_up_to(const fs::path& file, std::size_t step) {
   return kept;
 }
 
-}  // namespace
-
-std::vector<std::string> csv_cells(const std::string& line) {
-  std::vector<std::string> cells;
-  std::size_t from = 0;
-  for (std::size_t comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
-    cells.push_back(line.substr(from, comma - from));
-    from = comma + 1;
-  }
-  cells.push_back(line.substr(from));
-  return cells;
-}
-
-std::string MetricsWriter::initial_text(const fs::path& out_dir, bool resume, std::size_t resume_step) {
-  return resume ? rows_up_to(out_dir / "metrics.csv", resume_step) : header_line();
-}
-
-MetricsWriter MetricsWriter::open(const fs::path& out_dir, const std::string& initial_text) {
-  const fs::path file = out_dir / "metrics.csv";
-  write_file_atomically(file, initial_text);
-  MetricsWriter w;
-  w.out_.open(file, std::ios::app);
-  if (!w.out_) throw std::invalid_argument(fmt::format("cannot write {}", file.string()));
-  return w;
-}
-
-void MetricsWriter::append(const MetricsRow& r) {
-  if (!out_.is_open()) return;
-  const auto known = [](const std::optional<double>& v) { return v ? fmt::format("{:.6f}", *v) : std::string(); };
-  out_ << fmt::format("{},{:.6f},{:.6f},{:.6f},{},{},{:.6g},{:.6g},{:.1f}\n", r.step, r.train_loss, r.val_loss,
-                      r.val_accuracy, known(r.val_excess_loss), known(r.icl_score), r.lr, r.grad_norm,
-                      r.tokens_per_s)
-       << std::flush;
-}
-
-std::vector<MetricsRow> read_metrics(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw std::invalid_argument(fmt::format("cannot read {}", file.string()));
+// The rows of a metrics.csv read from `in`; `file` names it in messages.
+std::vector<MetricsRow> read_rows(std::istream& in, const fs::path& file) {
   std::string line;
   if (!std::getline(in, line)) throw std::invalid_argument(fmt::format("{}: empty", file.string()));
   const std::vector<std::string> header = csv_cells(line);
@@ -132,6 +99,61 @@ std::vector<MetricsRow> read_metrics(const fs::path& file) {
     }
   }
   return rows;
+}
+
+}  // namespace
+
+std::vector<std::string> csv_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::size_t from = 0;
+  for (std::size_t comma = line.find(','); comma != std::string::npos; comma = line.find(',', from)) {
+    cells.push_back(line.substr(from, comma - from));
+    from = comma + 1;
+  }
+  cells.push_back(line.substr(from));
+  return cells;
+}
+
+std::string MetricsWriter::initial_text(const fs::path& out_dir, bool resume, std::size_t resume_step) {
+  return resume ? rows_up_to(out_dir / "metrics.csv", resume_step) : header_line();
+}
+
+MetricsWriter MetricsWriter::open(const fs::path& out_dir, const std::string& initial_text) {
+  const fs::path file = out_dir / "metrics.csv";
+  write_file_atomically(file, initial_text);
+  MetricsWriter w;
+  w.out_.open(file, std::ios::app);
+  if (!w.out_) throw std::invalid_argument(fmt::format("cannot write {}", file.string()));
+  return w;
+}
+
+void MetricsWriter::append(const MetricsRow& r) {
+  if (!out_.is_open()) return;
+  const auto known = [](const std::optional<double>& v) { return v ? fmt::format("{:.6f}", *v) : std::string(); };
+  out_ << fmt::format("{},{:.6f},{},{:.6f},{},{},{:.6g},{:.6g},{:.1f}\n", r.step, r.train_loss, loss_field(r.val_loss),
+                      r.val_accuracy, known(r.val_excess_loss), known(r.icl_score), r.lr, r.grad_norm,
+                      r.tokens_per_s)
+       << std::flush;
+}
+
+double as_recorded(double loss) { return std::stod(loss_field(loss)); }
+
+std::vector<ValPoint> validations(const std::vector<MetricsRow>& rows) {
+  std::vector<ValPoint> out;
+  out.reserve(rows.size());
+  for (const MetricsRow& r : rows) out.push_back({.step = r.step, .val_loss = r.val_loss});
+  return out;
+}
+
+std::vector<MetricsRow> read_metrics(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw std::invalid_argument(fmt::format("cannot read {}", file.string()));
+  return read_rows(in, file);
+}
+
+std::vector<MetricsRow> read_metrics_text(const std::string& text, const std::string& source) {
+  std::istringstream in(text);
+  return read_rows(in, source);
 }
 
 }  // namespace headroom

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "train/convergence.hpp"
+
 namespace headroom {
 
 inline constexpr std::array<std::string_view, 9> kMetricsColumns{
@@ -69,11 +71,23 @@ class MetricsWriter {
 // unknown value is an empty field). Shared with tracked_heads.csv (train/head_log.hpp).
 std::vector<std::string> csv_cells(const std::string& line);
 
+// A loss as metrics.csv records it (6 decimals), read back. Early stopping and the
+// convergence status (train/convergence.hpp) decide on these values, so that a
+// resumed run, which reads its earlier validations back from the file, and anyone
+// who reads the file decide exactly as the run did.
+double as_recorded(double loss);
+
+// The validations of metrics.csv's rows: step and val_loss.
+std::vector<ValPoint> validations(const std::vector<MetricsRow>& rows);
+
 // The rows of a metrics.csv, read by column name (any order, extra columns
 // ignored; without val_excess_loss or icl_score, as a file from before them, every
 // row's is empty).
 // std::invalid_argument naming the file when it is empty, lacks a column
 // or has a malformed row.
 std::vector<MetricsRow> read_metrics(const std::filesystem::path& file);
+// The same for a metrics.csv's text (as MetricsWriter::initial_text gives it);
+// `source` names it in messages.
+std::vector<MetricsRow> read_metrics_text(const std::string& text, const std::string& source);
 
 }  // namespace headroom

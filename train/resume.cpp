@@ -18,6 +18,8 @@
 #include "nn/strict_json.hpp"
 #include "optim/adam.hpp"
 #include "optim/sgd.hpp"
+#include "train/convergence.hpp"
+#include "train/metrics.hpp"
 
 namespace headroom {
 namespace {
@@ -269,8 +271,8 @@ LoopState load_training_checkpoint(const fs::path& dir, const TrainConfig& confi
 }
 
 const std::vector<std::string>& resume_may_change() {
-  static const std::vector<std::string> keys{"steps", "save_every", "keep_checkpoints", "max_bad_steps",
-                                             "detect_anomaly"};
+  static const std::vector<std::string> keys{"steps",         "save_every", "keep_checkpoints", "max_bad_steps",
+                                             "detect_anomaly", "patience",   "min_delta"};
   return keys;
 }
 
@@ -286,16 +288,31 @@ std::string first_config_difference(const json& checkpoint, const json& run, con
   return fmt::format("{}: {} in the checkpoint, {} in {}", d->path, d->first, d->second, source);
 }
 
-fs::path checkpoint_to_resume(const fs::path& out_dir, std::size_t steps) {
+fs::path checkpoint_to_resume(const fs::path& out_dir, const OptimConfig& optim) {
   const auto all = complete_checkpoints(out_dir);
   if (all.empty()) throw std::invalid_argument(fmt::format("{} has no checkpoint to resume from", out_dir.string()));
   const auto& [step, dir] = all.back();
-  if (step >= steps) {
+  if (step >= optim.steps) {
     throw std::invalid_argument(fmt::format("{} is already at step {} of steps {}: nothing to resume; pass a "
                                             "larger --steps to train further",
-                                            dir.string(), step, steps));
+                                            dir.string(), step, optim.steps));
+  }
+  if (const std::optional<std::size_t> at = patience_ran_out(out_dir, step, optim)) {
+    throw std::invalid_argument(fmt::format(
+        "{} stopped at step {}, out of patience: {} validations in a row without the val loss falling more than "
+        "--min-delta {} below its last improvement: nothing to resume; pass a larger --patience, a smaller "
+        "--min-delta or --patience 0 to train further",
+        out_dir.string(), *at, optim.patience, optim.min_delta));
   }
   return dir;
+}
+
+std::optional<std::size_t> patience_ran_out(const fs::path& out_dir, std::size_t step, const OptimConfig& optim) {
+  if (optim.patience == 0) return std::nullopt;
+  // The rows up to the step, as a resume keeps them: a torn row after it is no error.
+  const std::string text = MetricsWriter::initial_text(out_dir, true, step);
+  const std::vector<ValPoint> seen = validations(read_metrics_text(text, (out_dir / "metrics.csv").string()));
+  return patience_stop(seen, optim.min_delta, optim.patience);
 }
 
 std::size_t record_step(LoopState& state, bool updated, double loss) {

@@ -81,9 +81,10 @@ LoopState load_training_checkpoint(const std::filesystem::path& dir, const Train
                                    TransformerLM<float>& model, Optimizer<float>& optimizer,
                                    const std::string& config_source = "the run's config");
 
-// The keys of the config's train section that a resumed run may change: steps and the
-// checkpointing and fault settings, which change no number of the steps already
-// taken. `headroom train --resume` accepts exactly their flags.
+// The keys of the config's train section that a resumed run may change: when it stops
+// (steps, and early stopping's patience and min_delta) and the checkpointing and fault
+// settings, which change no number of the steps already taken. `headroom train
+// --resume` accepts exactly their flags.
 const std::vector<std::string>& resume_may_change();
 
 // The first key, as "section.key" (sections, then their keys, in sorted order), whose
@@ -94,10 +95,21 @@ const std::vector<std::string>& resume_may_change();
 std::string first_config_difference(const nlohmann::json& checkpoint, const nlohmann::json& run,
                                     const std::string& source);
 
-// The newest checkpoint of out_dir to resume a run of `steps` steps from. A
-// std::invalid_argument when there is none, or when it is already at `steps` or
-// beyond (saying so, with its step), so that a resume says that before anything
-// else about the steps.
-std::filesystem::path checkpoint_to_resume(const std::filesystem::path& out_dir, std::size_t steps);
+// The newest checkpoint of out_dir to resume a run with these settings from. A
+// std::invalid_argument when there is none, or when the run is finished at it: at
+// optim.steps or beyond, or out of patience (patience_ran_out), saying so with the
+// step, so that a resume says that before anything else about the steps.
+std::filesystem::path checkpoint_to_resume(const std::filesystem::path& out_dir, const OptimConfig& optim);
+
+// The step at which early stopping with optim's patience and min_delta ended (or, for
+// settings changed since, would have ended) the run in out_dir, among its validations
+// up to `step` (metrics.csv's rows, train/convergence.hpp's patience_stop); nothing
+// when patience is off or not exhausted. The state is recomputed from metrics.csv
+// rather than stored in the checkpoint: the file already holds every validation, as
+// the trainer decided on it (as_recorded), for checkpoints from before early stopping
+// too, and a resume that changes patience or min_delta decides by the new values.
+// std::invalid_argument naming metrics.csv when it cannot be read.
+std::optional<std::size_t> patience_ran_out(const std::filesystem::path& out_dir, std::size_t step,
+                                            const OptimConfig& optim);
 
 }  // namespace headroom

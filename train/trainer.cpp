@@ -32,6 +32,15 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
+std::string to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::steps: return "steps";
+    case StopReason::patience: return "patience";
+    case StopReason::stopped: return "stopped";
+  }
+  return "steps";  // unreachable; keeps -Wreturn-type quiet
+}
+
 std::unique_ptr<Dataset> make_dataset(const TrainConfig& config) {
   const DataConfig& d = config.data;
   if (!d.text.empty()) return std::make_unique<CharDataset>(d.text, CharDatasetOptions{.seq_len = d.seq_len});
@@ -100,11 +109,20 @@ class Loop {
       if (options_.on_progress) options_.on_progress(p);
       const bool stop = (options_.stop_requested && options_.stop_requested()) ||
                         (options_.stop_after > 0 && step >= options_.stop_after);
-      if (step == o_.steps || stop || (r.updated && o_.save_every > 0 && step % o_.save_every == 0)) {
+      // Out of patience at this step's validation: the run is finished, even when a
+      // stop was asked for at the same step.
+      const bool out_of_patience = p.evaluated && out_of_patience_;
+      if (step == o_.steps || stop || out_of_patience ||
+          (r.updated && o_.save_every > 0 && step % o_.save_every == 0)) {
         checkpoint(p.elapsed_s);
+      }
+      if (out_of_patience) {
+        summary_.stop_reason = StopReason::patience;
+        break;
       }
       if (stop && step < o_.steps) {
         summary_.stopped_early = true;
+        summary_.stop_reason = StopReason::stopped;
         break;
       }
     }
@@ -113,7 +131,7 @@ class Loop {
 
  private:
   void resume() {  // train() has refused a resume without an out_dir
-    const fs::path dir = checkpoint_to_resume(out_dir_, o_.steps);
+    const fs::path dir = checkpoint_to_resume(out_dir_, o_);
     state_ = load_training_checkpoint(dir, config_, model_, *optimizer_, (out_dir_ / "config.json").string());
     data_rng_.set_state(state_.data_rng);
     summary_.start_step = state_.step;
@@ -129,6 +147,7 @@ class Loop {
     const std::string metrics_text = MetricsWriter::initial_text(out_dir_, options_.resume, state_.step);
     const std::string heads_text =
         o_.track_heads ? HeadLogWriter::initial_text(out_dir_, options_.resume, state_.step) : std::string();
+    if (options_.resume) restore_validations(metrics_text);
     const fs::path stale_model = out_dir_ / "model.safetensors";
     std::error_code ec;
     fs::remove(stale_model, ec);
@@ -136,6 +155,14 @@ class Loop {
     write_file_atomically(out_dir_ / "config.json", to_json(config_).dump(2) + "\n");
     metrics_ = MetricsWriter::open(out_dir_, metrics_text);
     if (o_.track_heads) heads_ = HeadLogWriter::open(out_dir_, heads_text);
+  }
+
+  // A resumed run's validations before its checkpoint, as metrics.csv recorded them,
+  // and early stopping's state after them (train/resume.hpp, patience_ran_out, says
+  // why from the file): checkpoint_to_resume has refused a run already out of patience.
+  void restore_validations(const std::string& metrics_text) {
+    validations_ = validations(read_metrics_text(metrics_text, (out_dir_ / "metrics.csv").string()));
+    for (const ValPoint& v : validations_) observe(early_stop_, v, o_.min_delta, o_.patience);
   }
 
   void start_summary() {
@@ -184,6 +211,8 @@ class Loop {
     if (excess && std::isfinite(*excess) && (!state_.best_excess_loss || *excess < *state_.best_excess_loss)) {
       state_.best_excess_loss = excess;
     }
+    validations_.push_back({.step = step, .val_loss = as_recorded(p.val.loss)});
+    out_of_patience_ = observe(early_stop_, validations_.back(), o_.min_delta, o_.patience);
     metrics_.append({.step = step, .train_loss = p.train_loss, .val_loss = p.val.loss,
                      .val_accuracy = p.val.accuracy, .val_excess_loss = excess, .lr = lr, .grad_norm = r.grad_norm,
                      .tokens_per_s = p.tokens_per_s, .icl_score = p.val.icl_score});
@@ -238,6 +267,8 @@ class Loop {
     summary_.bayes_loss = state_.last_val.bayes_loss;
     summary_.final_excess_loss = state_.last_val.excess_loss();
     summary_.best_excess_loss = state_.best_excess_loss;
+    summary_.convergence = convergence(validations_, o_.min_delta);
+    summary_.early_stop = early_stop_;
     summary_.wall_s = std::chrono::duration<double>(Clock::now() - start_).count();
     summary_.tokens_per_s = static_cast<double>((step - summary_.start_step) * o_.batch * data_.seq_len()) /
                             std::max(summary_.wall_s, 1e-9);
@@ -261,6 +292,9 @@ class Loop {
   std::vector<Batch> val_batches_;  // drawn at the first validation
   std::string first_anomaly_;
   Clock::time_point start_, last_report_;
+  std::vector<ValPoint> validations_;  // every validation of the run, as metrics.csv records it
+  EarlyStopState early_stop_;
+  bool out_of_patience_ = false;  // at the latest validation
 };
 
 }  // namespace

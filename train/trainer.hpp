@@ -14,6 +14,7 @@
 
 #include "data/dataset.hpp"
 #include "train/config.hpp"
+#include "train/convergence.hpp"
 #include "train/evaluate.hpp"
 #include "train/head_log.hpp"
 
@@ -36,6 +37,12 @@ struct Progress {
   EvalResult val{};
 };
 
+// Why a run ended: at its last step; by early stopping, out of patience
+// (train/convergence.hpp); or stopped by stop_requested or stop_after before either.
+// The first two are finished runs, the last one is resumable.
+enum class StopReason { steps, patience, stopped };
+std::string to_string(StopReason reason);  // "steps" | "patience" | "stopped"
+
 struct TrainSummary {
   std::size_t steps = 0;        // the last step done
   std::size_t start_step = 0;   // the checkpoint's step when resumed, else 0
@@ -57,6 +64,12 @@ struct TrainSummary {
   double wall_s = 0;      // this process's share
   double tokens_per_s = 0;
   bool stopped_early = false;  // by stop_requested or stop_after, before config.optim.steps
+  StopReason stop_reason = StopReason::steps;  // stopped when stopped_early
+  // Whether the val loss was still falling at the end, by the rule of
+  // train/convergence.hpp with optim.min_delta, over the run's validations (a resumed
+  // run's earlier ones included).
+  Convergence convergence{};
+  EarlyStopState early_stop{};  // the lowest val loss by early stopping's rule, and its step
   std::string checkpoint;      // the newest checkpoint directory written, if any
   std::string model_file;      // OUT/model.safetensors, when the run stopped (finished or early) with an out_dir
 };
@@ -99,7 +112,8 @@ TrainConfig finalize(TrainConfig config, const Dataset& data);
 // Trains. With a non-empty out_dir, writes out_dir/config.json before the first step,
 // appends a row to out_dir/metrics.csv at every evaluation (flushed, so a crash
 // loses nothing written; with optim.track_heads, the heads' rows to tracked_heads.csv too), saves a rolling checkpoint every save_every steps and on
-// an early stop (train/resume.hpp), and ends, finished or stopped early, with
+// an early stop (train/resume.hpp), and ends, finished (at optim.steps, or out of
+// optim.patience: StopReason) or stopped early, with a checkpoint and
 // out_dir/model.safetensors (metadata "step": its step). A resumed run removes the
 // old model.safetensors first, and a diverged one writes none, so the file is never
 // older than the newest checkpoint; without it, --model DIR reads that checkpoint.
