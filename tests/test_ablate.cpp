@@ -426,7 +426,7 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
   }
 }
 
-TEST_CASE("headroom ablate --seed-offset: the same grid on a disjoint set of seeds; a bad offset is one line") {
+TEST_CASE("headroom ablate --seed-offset: the same grid on a disjoint set of seeds, and a bad offset is one line") {
   const TempDir tmp("ablate_seed_offset");
   const fs::path dir = tmp.path() / "sweep";
   const std::string grid = "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 2 --warmup 1 "
