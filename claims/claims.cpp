@@ -76,14 +76,21 @@ const PointNumbers* lowest(const std::vector<const PointNumbers*>& points) {
   return best;
 }
 
+// What a point's mean hides: "; 1 of 5 seeds stuck; 2 of 5 still falling at the end".
+std::string point_notes(const PointNumbers& p) {
+  std::string out;
+  if (p.stuck() > 0) out += fmt::format("; {} of {} seeds stuck", p.stuck(), p.seed_losses.size());
+  if (p.still_falling > 0) out += fmt::format("; {} of {} still falling at the end", p.still_falling, p.trend_known);
+  return out;
+}
+
 std::string heads_line(const PointNumbers& p) {
   std::string line = fmt::format("h={} (d_k {}): {} {}", p.config.model.n_heads, p.config.model.d_k, loss_name(p),
                                  format_stats(p.loss()));
   if (p.val_accuracy.n > 0 && std::isfinite(p.val_accuracy.mean)) {
     line += fmt::format("; val accuracy {:.1f}%", 100 * p.val_accuracy.mean);
   }
-  if (p.stuck() > 0) line += fmt::format("; {} of {} seeds stuck", p.stuck(), p.seed_losses.size());
-  return line;
+  return line + point_notes(p);
 }
 
 // A heads sweep's loss against h, log x.
@@ -147,6 +154,8 @@ SweepNumbers sweep_numbers(const std::string& name, const SweepPlan& plan, const
       if (curve.size() >= 2) gain.push_back(curve[curve.size() - 2] - curve.back());
       p.parameters = r.parameters;
       p.attention_parameters = r.attention_parameters;
+      if (r.convergence != ConvergenceStatus::unknown) ++p.trend_known;
+      if (r.convergence == ConvergenceStatus::falling) ++p.still_falling;
     }
     p.val_loss = seed_stats(loss);
     p.excess_loss = seed_stats(excess);
@@ -312,8 +321,9 @@ svg::Chart compare_scaled_at_largest_dk(const SweepNumbers& sweep, ClaimRow& b) 
       add_loss(s, static_cast<double>(p.config.model.d_k), p);
       loss_chart.y.label = loss_name(p) + " (nats/token)";
       if (!scaled) loss_chart.x.ticks.push_back(static_cast<double>(p.config.model.d_k));
-      b.numbers.push_back(fmt::format("d_k {}, attn_scale {}: {} {}", p.config.model.d_k,
-                                      scaled ? "1/sqrt(d_k)" : "1", loss_name(p), format_stats(p.loss())));
+      b.numbers.push_back(fmt::format("d_k {}, attn_scale {}: {} {}{}", p.config.model.d_k,
+                                      scaled ? "1/sqrt(d_k)" : "1", loss_name(p), format_stats(p.loss()),
+                                      point_notes(p)));
     }
     loss_chart.series.push_back(std::move(s));
   }
@@ -497,9 +507,9 @@ std::vector<ClaimRow> assess_concat_sum(const SweepNumbers& sweep) {
       add_loss(s, static_cast<double>(p.config.model.d_v), p);
       chart.y.label = loss_name(p) + " (nats/token)";
       if (combine == HeadCombine::concat) chart.x.ticks.push_back(static_cast<double>(p.config.model.d_v));
-      const std::string line = fmt::format("{}, d_v {}: {} parameters ({} attention); {} {}", s.name,
+      const std::string line = fmt::format("{}, d_v {}: {} parameters ({} attention); {} {}{}", s.name,
                                            p.config.model.d_v, count(p.parameters), count(p.attention_parameters),
-                                           loss_name(p), format_stats(p.loss()));
+                                           loss_name(p), format_stats(p.loss()), point_notes(p));
       a.numbers.push_back(line);
       b.numbers.push_back(line);
     }
@@ -572,8 +582,9 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
                                  "out): supported when mean + 2 se <= {1} nats; "
                                  "contradicted when mean - 2 se > {1} nats and the runs had stopped improving; "
                                  "inconclusive while their loss still fell between the last two validations by more "
-                                 "than two standard errors (an undertrained model is far from 0 too: that is the "
-                                 "budget, not the heads), and otherwise",
+                                 "than two standard errors, or most seeds were still falling by the convergence rule "
+                                 "(an undertrained model is far from 0 too: that is the budget, not the heads), and "
+                                 "otherwise",
                                  lags, kNearZeroExcess, kStuckMargin),
              .numbers = {},
              .plot_svg = {},
@@ -607,14 +618,15 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
                                "model can.",
                                elbow->stuck(), elbow->seed_losses.size(), kStuckMargin, format_stats(elbow->loss()));
     }
-    if (b.verdict == Verdict::contradicted && still_improving(elbow->last_gain)) {
+    const bool most_falling = 2 * elbow->still_falling > elbow->trend_known;
+    if (b.verdict == Verdict::contradicted && (still_improving(elbow->last_gain) || most_falling)) {
       b.verdict = Verdict::inconclusive;
       b.summary += fmt::format(", still falling {:.4f} per validation", elbow->last_gain.mean);
       b.finding += fmt::format(
-          " But the runs were still improving when they stopped: the val loss fell by {} between their last two "
-          "validations, more than two standard errors, so the budget, not the heads, may be what keeps them from 0: "
-          "inconclusive at this budget.",
-          format_stats(elbow->last_gain));
+          " But the runs were still improving when they stopped (the val loss fell by {} between their last two "
+          "validations; {} of {} seeds still falling by the convergence rule), so the budget, not the heads, may be "
+          "what keeps them from 0: inconclusive at this budget.",
+          format_stats(elbow->last_gain), elbow->still_falling, elbow->trend_known);
     }
   } else {
     b.finding = fmt::format("The sweep lacks h = {} among its finished points.", lags);

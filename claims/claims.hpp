@@ -41,6 +41,10 @@ struct PointNumbers {
   SeedStats last_gain{};
   std::size_t parameters = 0, attention_parameters = 0;
   std::vector<double> seed_losses{};  // each finished seed's loss() value, in run order
+  // Seeds whose val loss was still falling when they stopped (train/convergence.hpp),
+  // and those whose trend is known at all: a comparison with such a point measures
+  // the budget as much as the model.
+  std::size_t still_falling = 0, trend_known = 0;
   // The seeds whose loss ended more than kStuckMargin above the point's best seed.
   std::size_t stuck() const;
   // loss() over the seeds that are not stuck: what the model reaches when training

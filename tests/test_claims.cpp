@@ -224,6 +224,18 @@ TEST_CASE("claim 4: several heads beat one, supported, contradicted or inconclus
   CHECK(near_zero(stats(1.5, 2.0, 4)).verdict == V::contradicted);  // gain - 1 se > 0 is not enough
   CHECK(near_zero(stats(1.0, 0.0, 1)).verdict == V::contradicted);
   CHECK(near_zero(stats(1.0, 0.0, 2)).verdict == V::inconclusive);
+  // Or most seeds still falling by the per-run convergence rule: 3 of 5 excuse, 2 of 4 do not.
+  auto falling_seeds = [](std::size_t falling, std::size_t known) {
+    hr::SweepNumbers sweep{.name = "4-heads-lags",
+                           .points = {heads_point(1, stats(0.25, 0.01, 5)), heads_point(2, stats(0.25, 0.01, 5))}};
+    sweep.points[1].still_falling = falling;
+    sweep.points[1].trend_known = known;
+    return hr::assess_several_heads(sweep, 2).at(1);
+  };
+  CHECK(falling_seeds(3, 5).verdict == V::inconclusive);
+  CHECK(falling_seeds(2, 4).verdict == V::contradicted);
+  CHECK(falling_seeds(0, 0).verdict == V::contradicted);
+  CHECK(falling_seeds(3, 5).numbers.at(0).find("3 of 5 still falling at the end") != std::string::npos);
   CHECK(verdicts({}, {}) == std::pair{V::inconclusive, V::inconclusive});
 }
 
