@@ -109,6 +109,42 @@ nlohmann::json definition(nlohmann::json sweep) {
   return sweep;
 }
 
+// How the sweep in a DIR (stored) and the one asked for (wanted) relate, by their
+// definitions: the same sweep; one extending the other by more seeds (the same grid,
+// and the shorter's seeds a prefix of the longer's, whose runs include the
+// shorter's as they are); or different.
+enum class Relation { same, wanted_extends, stored_extends, different };
+
+bool seeds_extend(const nlohmann::json& longer, const nlohmann::json& shorter) {
+  for (const char* key : {"format", "columns", "plot_axes"}) {
+    if (longer.value(key, nlohmann::json()) != shorter.value(key, nlohmann::json())) return false;
+  }
+  const nlohmann::json& long_seeds = longer.at("seeds");
+  const nlohmann::json& short_seeds = shorter.at("seeds");
+  if (!long_seeds.is_array() || !short_seeds.is_array() || long_seeds.size() <= short_seeds.size()) return false;
+  for (std::size_t i = 0; i < short_seeds.size(); ++i) {
+    if (long_seeds[i] != short_seeds[i]) return false;
+  }
+  nlohmann::json kept = nlohmann::json::array();
+  for (const nlohmann::json& run : longer.at("runs")) {
+    for (const nlohmann::json& seed : short_seeds) {
+      if (run.value("seed", nlohmann::json()) == seed) kept.push_back(run);
+    }
+  }
+  return kept == shorter.at("runs");
+}
+
+Relation relate(const nlohmann::json& stored, const nlohmann::json& wanted) {
+  if (stored == wanted) return Relation::same;
+  try {
+    if (seeds_extend(wanted, stored)) return Relation::wanted_extends;
+    if (seeds_extend(stored, wanted)) return Relation::stored_extends;
+  } catch (const nlohmann::json::exception&) {
+    // A definition without seeds or runs is a different sweep.
+  }
+  return Relation::different;
+}
+
 }  // namespace
 
 // ---- the flags --------------------------------------------------------------------
@@ -536,7 +572,7 @@ void check_sweep_dir(const fs::path& dir, const SweepPlan& plan) {
   }
   const nlohmann::json stored = definition(read_json_file(file));
   const nlohmann::json wanted = definition(to_json(plan));
-  if (stored != wanted) {
+  if (relate(stored, wanted) == Relation::different) {
     throw std::invalid_argument(fmt::format("{} holds a different sweep ({}); give another --out, or the flags that made it",
                     dir.string(), first_difference(stored, wanted)));
   }
@@ -553,6 +589,11 @@ void write_sweep_json(const fs::path& dir, const SweepPlan& plan) {
   remove_stale_temporaries(dir, true);  // nobody else writes here now: what is left is stale
   if (fs::exists(dir / "sweep.json", ec)) {
     check_sweep_dir(dir, plan);  // another process may have written it since the caller's check
+    // More seeds than DIR's: sweep.json becomes the longer sweep. Fewer: it stays.
+    const nlohmann::json wanted = to_json(plan);
+    if (relate(definition(read_json_file(dir / "sweep.json")), definition(wanted)) == Relation::wanted_extends) {
+      write_file_atomically(dir / "sweep.json", wanted.dump(2) + "\n");
+    }
   } else {
     write_file_atomically(dir / "sweep.json", to_json(plan).dump(2) + "\n");
   }

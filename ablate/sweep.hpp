@@ -148,7 +148,9 @@ SweepPlan read_sweep_plan(const std::filesystem::path& dir);
 
 // Refuses (std::invalid_argument, one line) a DIR that is not a directory, that is a
 // non-empty directory without sweep.json, or whose sweep.json differs from `plan`'s:
-// the message names the first difference. Creates and writes nothing.
+// the message names the first difference. A sweep that differs only by more or fewer
+// seeds (the same grid; one seed list a prefix of the other) is the same sweep,
+// extended: running it trains the seeds DIR lacks. Creates and writes nothing.
 void check_sweep_dir(const std::filesystem::path& dir, const SweepPlan& plan);
 
 // Refuses (std::invalid_argument, one line) a sweep whose largest run, times the runs
@@ -158,7 +160,9 @@ void check_sweep_memory(const SweepPlan& plan, std::size_t jobs);
 
 // Creates DIR/runs and, under DIR's lock, writes DIR/sweep.json unless it is there;
 // when it is, it is checked again (check_sweep_dir), since another process may have
-// written a different sweep since the caller's check.
+// written a different sweep since the caller's check, and replaced when `plan`
+// extends it with more seeds (never shortened: a process with fewer seeds trains its
+// subset).
 void write_sweep_json(const std::filesystem::path& dir, const SweepPlan& plan);
 // DIR's own lock (DIR/.lock), waited for: held while sweep.json and the reports are
 // written and while a merge brings runs in.

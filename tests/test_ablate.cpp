@@ -416,6 +416,28 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
     std::ofstream(dir / "old.csv") << before;
     CHECK(results_without_timing(dir / "results.csv") == results_without_timing(dir / "old.csv"));
   }
+  SUBCASE("more seeds extend the sweep: the new seeds train, the finished runs are kept") {
+    const std::string kTiny3 = kTiny.substr(0, kTiny.find("--seeds 2")) + "--seeds 3 --jobs 2";
+    const CliResult more = run_headroom(kTiny3 + " --out " + dir.string());
+    INFO(more.output);
+    CHECK(more.status == 0);
+    CHECK(more.output.find("4 finished before (skipped), 2 to run") != std::string::npos);
+    const nlohmann::json sweep = nlohmann::json::parse(read_file(dir / "sweep.json"));
+    CHECK(sweep["seeds"] == nlohmann::json::array({0, 1, 2}));
+    CHECK(sweep["runs"].size() == 6);
+    CHECK(fs::exists(dir / "runs" / "h2-dk8-s2" / "result.json"));
+    CHECK(read_file(dir / "summary.md").find("| h2-dk8 ") != std::string::npos);
+    // The first two seeds again: a subset of the sweep, all finished; sweep.json keeps three.
+    const CliResult fewer = run_headroom(kTiny + " --out " + dir.string());
+    CHECK(fewer.status == 0);
+    CHECK(fewer.output.find("4 finished before (skipped), 0 to run") != std::string::npos);
+    CHECK(nlohmann::json::parse(read_file(dir / "sweep.json"))["seeds"].size() == 3);
+    // Seeds that are not a continuation (0, 5) are another sweep.
+    const std::string kOther = kTiny.substr(0, kTiny.find("--seeds 2")) + "--seeds 0,5 --jobs 2";
+    const CliResult other = run_headroom(kOther + " --out " + dir.string());
+    CHECK(other.status == 2);
+    CHECK(other.output.find("holds a different sweep") != std::string::npos);
+  }
   SUBCASE("another sweep in the same directory is refused") {
     const CliResult other = run_headroom(kTiny + " --lr 0.01 --out " + dir.string());
     INFO(other.output);
