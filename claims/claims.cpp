@@ -261,6 +261,7 @@ ClaimRow assess_mha_parameters(const SweepNumbers* heads) {
     if (c.measured == c.expected) ++equal;
   }
   row.verdict = exact_rule(checks);
+  row.seeds_can_decide = false;
   row.plot_svg = svg::render({chart}, "Claim 1: attention weights against the head count");
   row.summary = fmt::format("{} of {} counts equal the formula; W_Q at 4096/32 heads: {}", equal, checks.size(),
                             count(big.q.weights));
@@ -351,6 +352,7 @@ svg::Chart compare_scaled_at_largest_dk(const SweepNumbers& sweep, ClaimRow& b) 
                              kStuckMargin);
   } else {
     b.finding = "The sweep has no finished pair at its largest d_k.";
+    b.seeds_can_decide = false;
   }
   return loss_chart;
 }
@@ -525,6 +527,7 @@ std::vector<ClaimRow> assess_concat_sum(const SweepNumbers& sweep) {
   const auto decide = [&](ClaimRow& row, const PointNumbers* sum) {
     if (concat == nullptr || sum == nullptr) {
       row.finding = "The sweep lacks one of the two points compared.";
+      row.seeds_can_decide = false;
       return;
     }
     row.verdict = lower_rule(concat->loss(), sum->loss(), kEqualLossMargin);
@@ -603,6 +606,7 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
                             lags, format_stats(elbow->loss()), verdict_word(a.verdict));
   } else {
     a.finding = fmt::format("The sweep lacks h = 1 or h = {} among its finished points.", lags);
+    a.seeds_can_decide = false;
   }
   if (elbow != nullptr) {
     const SeedStats trained = elbow->trained_loss();
@@ -621,6 +625,7 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
     const bool most_falling = 2 * elbow->still_falling > elbow->trend_known;
     if (b.verdict == Verdict::contradicted && (still_improving(elbow->last_gain) || most_falling)) {
       b.verdict = Verdict::inconclusive;
+      b.seeds_can_decide = false;
       b.summary += fmt::format(", still falling {:.4f} per validation", elbow->last_gain.mean);
       b.finding += fmt::format(
           " But the runs were still improving when they stopped (the val loss fell by {} between their last two "
@@ -630,6 +635,7 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
     }
   } else {
     b.finding = fmt::format("The sweep lacks h = {} among its finished points.", lags);
+    b.seeds_can_decide = false;
   }
   a.plot_svg = svg::render({loss_vs_heads(sweep, "lags, fixed computation")},
                            "Claims 4 and 5: excess loss against the head count");
@@ -657,6 +663,7 @@ std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const Swee
       row.finding = fmt::format("No point learned the task at this budget (the best, h={}, reached {:.1f}% validation "
                                 "accuracy, below {:.0f}%), so the comparison says nothing about head width.",
                                 best->config.model.n_heads, 100 * best->val_accuracy.mean, 100 * min_accuracy);
+      row.seeds_can_decide = false;
     } else if (narrowest != nullptr && best != nullptr) {
       row.verdict = lower_rule(best->loss(), narrowest->loss(), kEqualLossMargin);
       row.summary = fmt::format("d_k {}: {:.4f}; best (h={}, d_k {}): {:.4f}", narrowest->config.model.d_k,
@@ -669,6 +676,7 @@ std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const Swee
                                 verdict_word(row.verdict));
     } else {
       row.finding = "The sweep has too few finished points to compare.";
+      row.seeds_can_decide = false;
     }
     return row;
   };
@@ -761,6 +769,7 @@ ClaimRow assess_kv_heads(const SweepNumbers& sweep) {
   bytes.series.push_back(std::move(b));
   loss.series.push_back(std::move(l));
   row.verdict = exact_rule(checks);
+  row.seeds_can_decide = false;
   row.plot_svg = svg::render({bytes, loss}, "Claim 6: KV cache and loss against the key/value heads");
   row.summary = mha == nullptr ? std::string("no MHA point") : fmt::format("{} of {} KV sizes exact", std::count_if(checks.begin(), checks.end(), [](const ExactCheck& c) { return c.measured == c.expected; }), checks.size());
   row.finding = fmt::format("The KV sizes {} the h/g prediction; the loss cost is in the numbers.",
@@ -808,6 +817,7 @@ ClaimRow assess_head_time(const SweepNumbers& sweep) {
                               format_stats(most->tokens_per_s, 0), verdict_word(row.verdict));
   } else {
     row.finding = "The sweep lacks h = 1 or a larger h up to 16 among its finished points.";
+    row.seeds_can_decide = false;
   }
   row.plot_svg = svg::render({chart}, "Claim 7: training speed against the head count");
   return row;

@@ -93,6 +93,10 @@ struct ClaimRow {
   Verdict set_a = Verdict::inconclusive, set_b = Verdict::inconclusive;
   // Both seed sets give the same verdict, and it is not inconclusive.
   bool settled() const { return replicated && set_a == set_b && set_a != Verdict::inconclusive; }
+  // False where more seeds would not move the verdict: exact counts, a task no point
+  // learned, runs still improving at the end (the budget decides), points missing.
+  bool seeds_can_decide = true;
+  std::size_t seeds_per_set = 0;  // what the sweeps it reads had when it was assessed (run_claims)
 };
 
 // Each row of `all` (the claims assessed on every seed) with the verdicts of the

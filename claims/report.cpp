@@ -49,7 +49,10 @@ std::string verdict_cell(const ClaimRow& r) {
 }
 
 std::string sets_cell(const ClaimRow& r) {
-  return r.replicated ? fmt::format("{} · {}", to_string(r.set_a), to_string(r.set_b)) : std::string("-");
+  if (!r.replicated) return "-";
+  std::string out = fmt::format("{} · {}", to_string(r.set_a), to_string(r.set_b));
+  if (r.seeds_per_set > 0) out += fmt::format(" ({} seeds a set)", r.seeds_per_set);
+  return out;
 }
 
 // Under a claim: what each seed set said, and what that makes of the verdict.
@@ -74,6 +77,15 @@ const ClaimSweep* find_sweep(const Study& study, const std::string& name) {
     if (s.name == name) return &s;
   }
   return nullptr;
+}
+
+// The command that reruns sweep `s` as it is now: with the seeds rounds added.
+std::string command_now(const Study& study, const ClaimSweep& s, const fs::path& dir,
+                        const std::vector<SweepTally>& tallies) {
+  for (const SweepTally& t : tallies) {
+    if (t.name == s.name && t.seeds_per_set > study.seeds) return study.grown(s.name, t.seeds_per_set).command(dir);
+  }
+  return s.command(dir);
 }
 
 }  // namespace
@@ -106,7 +118,7 @@ std::string claims_markdown(const Study& study, const std::vector<ClaimRow>& row
     for (const std::string& name : r.sweeps) {
       const ClaimSweep* s = find_sweep(study, name);
       out += fmt::format("- Sweep `{}/` ({}):\n\n      {}\n\n", name, s == nullptr ? "" : s->about,
-                         s == nullptr ? std::string("(not in this study)") : s->command(dir));
+                         s == nullptr ? std::string("(not in this study)") : command_now(study, *s, dir, tallies));
     }
     if (r.sweeps.empty()) out += "\n";
     out += "Numbers:\n\n";
@@ -161,7 +173,7 @@ std::string claims_html(const Study& study, const std::vector<ClaimRow>& rows, c
       const ClaimSweep* s = find_sweep(study, name);
       if (s == nullptr) continue;
       out += fmt::format("<p>Sweep <a href=\"{0}/report.html\">{0}/</a> ({1}):</p>\n<pre>{2}</pre>\n",
-                         svg::escape(name), svg::escape(s->about), svg::escape(s->command(dir)));
+                         svg::escape(name), svg::escape(s->about), svg::escape(command_now(study, *s, dir, tallies)));
     }
     out += "<ul>\n";
     for (const std::string& n : r.numbers) out += fmt::format("<li>{}</li>\n", svg::escape(n));

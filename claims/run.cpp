@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -148,7 +149,11 @@ std::vector<SweepTally> tally_study(const Study& study, const std::vector<SweepP
   std::vector<SweepTally> out;
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const fs::path sweep_dir = dir / study.sweeps[i].name;
-    SweepTally t{.name = study.sweeps[i].name, .runs = plans[i].runs.size(), .finished = 0, .run_seconds = 0};
+    SweepTally t{.name = study.sweeps[i].name,
+                 .runs = plans[i].runs.size(),
+                 .finished = 0,
+                 .run_seconds = 0,
+                 .seeds_per_set = plans[i].seeds.size() / 2};
     std::error_code ec;
     if (fs::exists(sweep_dir, ec)) {
       for (const RunResult& r : collect_results(plans[i], sweep_dir, kTargetAccuracy)) {
@@ -161,8 +166,27 @@ std::vector<SweepTally> tally_study(const Study& study, const std::vector<SweepP
   return out;
 }
 
+std::set<std::size_t> sweeps_to_grow(const Study& study, const std::vector<ClaimRow>& rows,
+                                     const std::vector<std::size_t>& per_set, std::vector<std::string>* open) {
+  std::set<std::size_t> grow;
+  for (const ClaimRow& r : rows) {
+    if (r.settled() || !r.seeds_can_decide) continue;
+    bool room = false;
+    for (const std::string& name : r.sweeps) {
+      for (std::size_t i = 0; i < study.sweeps.size() && i < per_set.size(); ++i) {
+        if (study.sweeps[i].name == name && per_set[i] < study.max_seeds) {
+          grow.insert(i);
+          room = true;
+        }
+      }
+    }
+    if (room && open != nullptr) open->push_back(r.id);
+  }
+  return grow;
+}
+
 ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
-  const std::vector<SweepPlan> plans = plan_study(study);
+  std::vector<SweepPlan> plans = plan_study(study);
   const fs::path& dir = options.out_dir;
   check_claims_dir(study, plans, dir, options.jobs);  // before anything is written
 
@@ -175,10 +199,10 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
     if (options.on_event) options.on_event(e);
   };
   ClaimsOutcome outcome;
-  for (std::size_t i = 0; i < plans.size(); ++i) {
-    const ClaimSweep& sweep = study.sweeps[i];
+  // Runs sweep i as plans[i] says (its runs finished before are skipped).
+  const auto run_one = [&](std::size_t i, const ClaimSweep& sweep, std::size_t round) {
     ClaimsEvent started{.kind = ClaimsEvent::Kind::sweep_started, .index = i + 1, .count = plans.size(),
-                        .sweep = &sweep, .plan = &plans[i], .event = nullptr, .outcome = nullptr};
+                        .sweep = &sweep, .plan = &plans[i], .event = nullptr, .outcome = nullptr, .round = round};
     emit(started);
     AblateOptions ablate{.out_dir = dir / sweep.name,
                          .jobs = options.jobs,
@@ -199,14 +223,42 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
     finished.kind = ClaimsEvent::Kind::sweep_finished;
     finished.outcome = &done;
     emit(finished);
-    if (done.interrupted) {
-      outcome.interrupted = true;
-      break;
+    if (done.interrupted) outcome.interrupted = true;
+  };
+  for (std::size_t i = 0; i < plans.size() && !outcome.interrupted; ++i) run_one(i, study.sweeps[i], 1);
+
+  // Seeds until decided: while a claim is not settled and more seeds could settle it,
+  // every sweep it reads gains one seed a set, up to study.max_seeds. The rounds are
+  // decided from the finished runs alone, so a rerun replays them and trains nothing
+  // it has.
+  std::vector<std::size_t> per_set(plans.size(), study.seeds);
+  for (std::size_t round = 2; !outcome.interrupted; ++round) {
+    emit({.kind = ClaimsEvent::Kind::assessing, .index = 0, .count = plans.size(), .sweep = nullptr, .plan = nullptr,
+          .event = nullptr, .outcome = nullptr, .round = round - 1});
+    std::vector<std::string> open;
+    const std::set<std::size_t> grow = sweeps_to_grow(study, assess_study(study, plans, dir), per_set, &open);
+    if (grow.empty()) break;
+    emit({.kind = ClaimsEvent::Kind::round_started, .index = 0, .count = plans.size(), .sweep = nullptr,
+          .plan = nullptr, .event = nullptr, .outcome = nullptr, .round = round, .open_claims = open});
+    for (const std::size_t i : grow) {
+      if (outcome.interrupted) break;
+      ++per_set[i];
+      const ClaimSweep sweep = study.grown(study.sweeps[i].name, per_set[i]);
+      const SweepSpec spec = sweep.spec();
+      check_grid_size(spec, kDefaultMaxRuns);
+      plans[i] = plan_sweep(spec);
+      check_sweep_memory(plans[i], options.jobs);
+      run_one(i, sweep, round);
     }
   }
-  emit({.kind = ClaimsEvent::Kind::assessing, .index = 0, .count = plans.size(), .sweep = nullptr, .plan = nullptr,
-        .event = nullptr, .outcome = nullptr});
   outcome.rows = assess_study(study, plans, dir);
+  for (ClaimRow& r : outcome.rows) {
+    for (const std::string& name : r.sweeps) {
+      for (std::size_t i = 0; i < plans.size(); ++i) {
+        if (study.sweeps[i].name == name) r.seeds_per_set = std::max(r.seeds_per_set, per_set[i]);
+      }
+    }
+  }
   outcome.markdown = write_claims_report(study, outcome.rows, dir, tally_study(study, plans, dir));
   return outcome;
 }

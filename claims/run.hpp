@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct ClaimsEvent {
     sweep_event,     // one of its runner's events: event
     sweep_finished,  // its runs are done (or stopped) and its ablate reports written: outcome
     assessing,       // the claims are being assessed (claim 2 measures its models at initialisation)
+    round_started,   // seeds until decided: round `round` grows the sweeps of open_claims by a seed a set
   };
   Kind kind = Kind::sweep_started;
   std::size_t index = 0, count = 0;  // 1-based
@@ -37,6 +39,8 @@ struct ClaimsEvent {
   const SweepPlan* plan = nullptr;
   const SweepEvent* event = nullptr;
   const SweepOutcome* outcome = nullptr;
+  std::size_t round = 1;                 // 1: the study's own seeds; 2, 3, ...: one more seed a set each
+  std::vector<std::string> open_claims{};  // round_started: the claims not settled that more seeds may settle
 };
 
 struct ClaimsOptions {
@@ -65,10 +69,19 @@ struct ClaimsOutcome {
   std::size_t failed = 0;            // runs that failed, over all sweeps
 };
 
+// Seeds until decided: the sweeps (indices into study.sweeps) the next round grows by
+// one seed a set: those a claim reads that is not settled, that more seeds could
+// settle (ClaimRow::seeds_can_decide), while the sweep has fewer than
+// study.max_seeds a set (per_set[i] now). `open`, when given, receives those claims' ids.
+std::set<std::size_t> sweeps_to_grow(const Study& study, const std::vector<ClaimRow>& rows,
+                                     const std::vector<std::size_t>& per_set,
+                                     std::vector<std::string>* open = nullptr);
+
 // check_claims_dir, then writes claims.json and runs each sweep in turn (run_sweep),
-// writes its ablate reports (write_reports), assesses the claims from whatever has
-// finished and writes the report. After an interrupt the remaining sweeps are not
-// started, and the report says what has finished.
+// writes its ablate reports (write_reports), then runs rounds of seeds until decided
+// (sweeps_to_grow, up to study.max_seeds a set), assesses the claims from whatever
+// has finished and writes the report. After an interrupt the remaining sweeps are
+// not started, and the report says what has finished.
 ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options);
 
 // The claims assessed from the sweeps' finished runs in DIR (and claim 2's
@@ -81,6 +94,7 @@ struct SweepTally {
   std::string name;
   std::size_t runs = 0, finished = 0;
   double run_seconds = 0;  // the finished runs' wall times, summed (runs side by side overlap)
+  std::size_t seeds_per_set = 0;  // the seeds a set it has now (more than the study's after rounds)
 };
 std::vector<SweepTally> tally_study(const Study& study, const std::vector<SweepPlan>& plans,
                                     const std::filesystem::path& dir);

@@ -1,5 +1,6 @@
 #include "claims/study.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -12,7 +13,7 @@ namespace {
 // What a budget spends. Every sweep trains `steps` steps per run unless it says
 // otherwise; the grids are what docs/cli/claims.md lists.
 struct BudgetNumbers {
-  std::size_t seeds = 0;
+  std::size_t seeds = 0, max_seeds = 0;  // per seed set
   std::size_t steps = 0, eval_every = 0;
   std::size_t recall_steps = 0;
   std::string scale_dks;     // claim 2's d_k grid
@@ -25,15 +26,15 @@ BudgetNumbers budget_numbers(Budget budget) {
     case Budget::quick:
       // Each head costs time of its own: a run at h = 48 takes many times one at
       // h = 1. So quick stops at d_k 2 (h = 24) and trains 600 steps.
-      return {.seeds = 3, .steps = 600, .eval_every = 200, .recall_steps = 1000, .scale_dks = "16,64,256",
+      return {.seeds = 3, .max_seeds = 3, .steps = 600, .eval_every = 200, .recall_steps = 1000, .scale_dks = "16,64,256",
               .lag_heads = "1,2,3,4,8,16,24", .recall_heads = "2,8,24"};
     case Budget::full:
-      return {.seeds = 5, .steps = 3000, .eval_every = 250, .recall_steps = 6000, .scale_dks = "16,32,64,128,256",
+      return {.seeds = 5, .max_seeds = 10, .steps = 3000, .eval_every = 250, .recall_steps = 6000, .scale_dks = "16,32,64,128,256",
               .lag_heads = "1,2,3,4,8,16,24,48", .recall_heads = "1,2,4,8,16,24,48"};
     case Budget::smoke:
       break;
   }
-  return {.seeds = 2, .steps = 3, .eval_every = 3, .recall_steps = 3, .scale_dks = "16,32",
+  return {.seeds = 2, .max_seeds = 3, .steps = 3, .eval_every = 3, .recall_steps = 3, .scale_dks = "16,32",
           .lag_heads = "1,2,48", .recall_heads = "2,48"};
 }
 
@@ -125,6 +126,12 @@ std::string ClaimSweep::command(const std::filesystem::path& dir) const {
   return out;
 }
 
+ClaimSweep Study::grown(const std::string& name, std::size_t per_set) const {
+  ClaimSweep s = sweep(name);
+  s.seeds = 2 * per_set;
+  return s;
+}
+
 const ClaimSweep& Study::sweep(const std::string& name) const {
   for (const ClaimSweep& s : sweeps) {
     if (s.name == name) return s;
@@ -134,7 +141,8 @@ const ClaimSweep& Study::sweep(const std::string& name) const {
 
 std::string to_string(SeedSet set) { return set == SeedSet::a ? "A" : "B"; }
 
-Study make_study(Budget budget, std::optional<std::size_t> seeds, std::uint64_t seed_offset) {
+Study make_study(Budget budget, std::optional<std::size_t> seeds, std::uint64_t seed_offset,
+                 std::optional<std::size_t> max_seeds) {
   const BudgetNumbers b = budget_numbers(budget);
   if (seeds && *seeds < 2) {
     throw std::invalid_argument(
@@ -143,7 +151,15 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds, std::uint64_t 
   if (seed_offset > kMaxSeedOffset) {
     throw std::invalid_argument(fmt::format("--seed-offset {}: at most {}", seed_offset, kMaxSeedOffset));
   }
-  Study study{.budget = budget, .seeds = seeds.value_or(b.seeds), .seed_offset = seed_offset, .sweeps = {}};
+  const std::size_t n_set = seeds.value_or(b.seeds);
+  if (max_seeds && *max_seeds < n_set) {
+    throw std::invalid_argument(fmt::format("--max-seeds {}: fewer than the {} seeds a set starts with", *max_seeds, n_set));
+  }
+  Study study{.budget = budget,
+              .seeds = n_set,
+              .seed_offset = seed_offset,
+              .max_seeds = max_seeds.value_or(std::max(b.max_seeds, n_set)),
+              .sweeps = {}};
   const std::size_t n = 2 * study.seeds;
 
   // Claim 2: 2 heads of width d_k at d_model 64 with pre-LayerNorm (so the inputs

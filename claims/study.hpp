@@ -65,16 +65,25 @@ struct Study {
   Budget budget = Budget::quick;
   std::size_t seeds = 0;           // per seed set: each point trains 2 * seeds
   std::uint64_t seed_offset = 0;   // the first seed: another offset replicates the study on other seeds
+  // Seeds until decided: a claim not settled with `seeds` a set grows the sweeps it
+  // reads by one seed a set per round, up to this many (claims/run.hpp). Not part of
+  // the directory's identity: a rerun may raise it.
+  std::size_t max_seeds = 0;
   // The set `seed` (one of this study's) belongs to.
   SeedSet set_of(std::uint64_t seed) const { return (seed - seed_offset) % 2 == 0 ? SeedSet::a : SeedSet::b; }
   std::vector<ClaimSweep> sweeps;
   const ClaimSweep& sweep(const std::string& name) const;  // std::out_of_range if none
+  // The sweep with `per_set` seeds in each set (2 * per_set seeds a point).
+  ClaimSweep grown(const std::string& name, std::size_t per_set) const;
 };
 
 // The sweeps of a budget. seeds: --seeds, per seed set (>= 2), else the budget's own
 // (quick 3, full 5, smoke 2); a std::invalid_argument for fewer than 2. seed_offset:
 // the first seed (--seed-offset, at most kMaxSeedOffset).
-Study make_study(Budget budget, std::optional<std::size_t> seeds = std::nullopt, std::uint64_t seed_offset = 0);
+// max_seeds: --max-seeds (>= seeds), else the budget's (quick 3, full 10, smoke 3), at
+// least `seeds`.
+Study make_study(Budget budget, std::optional<std::size_t> seeds = std::nullopt, std::uint64_t seed_offset = 0,
+                 std::optional<std::size_t> max_seeds = std::nullopt);
 
 // DIR/claims.json: the budget, the seeds per set and the seed offset a claims
 // directory was made with.

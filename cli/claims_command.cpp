@@ -26,6 +26,7 @@ struct ClaimsFlags {
   std::size_t jobs = std::max(1u, std::thread::hardware_concurrency());
   std::optional<std::size_t> seeds;
   std::string seed_offset = "0";
+  std::optional<std::size_t> max_seeds;
   bool quiet = false;
 };
 
@@ -43,7 +44,7 @@ int run_claims_command(const ClaimsFlags& f) {
   }
   if (!f.budget.empty() && f.quick) throw std::invalid_argument("--quick and --budget: give one of them");
   const Budget budget = !f.budget.empty() ? parse_budget(f.budget) : f.quick ? Budget::quick : Budget::full;
-  const Study study = make_study(budget, f.seeds, parse_seed_offset(f.seed_offset));
+  const Study study = make_study(budget, f.seeds, parse_seed_offset(f.seed_offset), f.max_seeds);
   const fs::path dir = f.out;
   // Everything refused before anything is written (run_claims checks again).
   const std::vector<SweepPlan> plans = plan_study(study);
@@ -52,10 +53,10 @@ int run_claims_command(const ClaimsFlags& f) {
   std::size_t runs = 0;
   for (const SweepPlan& p : plans) runs += p.runs.size();
   if (!f.quiet) {
-    fmt::print("headroom claims: budget {}, {} seeds per point ({}..{}: sets A and B of {}), {} sweeps ({} runs) into "
-               "{}, {} at a time\n",
+    fmt::print("headroom claims: budget {}, {} seeds per point ({}..{}: sets A and B of {}; up to {} a set until "
+               "settled), {} sweeps ({} runs) into {}, {} at a time\n",
                to_string(budget), 2 * study.seeds, study.seed_offset, study.seed_offset + 2 * study.seeds - 1,
-               study.seeds, plans.size(), runs, dir.string(), f.jobs);
+               study.seeds, study.max_seeds, plans.size(), runs, dir.string(), f.jobs);
     std::fflush(stdout);
   }
 
@@ -100,6 +101,16 @@ int run_claims_command(const ClaimsFlags& f) {
                   std::fflush(stdout);
                 }
                 break;
+              case ClaimsEvent::Kind::round_started:
+                if (!f.quiet) {
+                  std::string open;
+                  for (const std::string& id : e.open_claims) open += (open.empty() ? "" : ", ") + id;
+                  fmt::print("\nround {}: not settled yet: {}; one more seed a set in the sweeps they read (up to {} "
+                             "a set)\n",
+                             e.round, open, study.max_seeds);
+                  std::fflush(stdout);
+                }
+                break;
             }
           },
       .stop_requested = [] { return InterruptGuard::requested(); }};
@@ -140,6 +151,10 @@ Run add_claims_command(CLI::App& app) {
   cmd->add_option("--seeds", f->seeds,
                   "Seeds per set, at least 2: every point trains two disjoint sets of this many, and a verdict is "
                   "settled where both sets give it (default: 3 with --quick, 5 for the full study)")
+      ->check(kCount);
+  cmd->add_option("--max-seeds", f->max_seeds,
+                  "Seeds until decided: a claim not settled grows the sweeps it reads by one seed a set per round, up "
+                  "to this many a set (default: 10 for the full study; 3 with --quick, which adds none)")
       ->check(kCount);
   cmd->add_option("--seed-offset", f->seed_offset,
                   "The first seed: another offset replicates the whole study on seeds it has not used (default 0)")

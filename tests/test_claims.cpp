@@ -430,6 +430,43 @@ TEST_CASE("claims study: each sweep's spec is what its printed ablate command bu
   CHECK(error_of([] { hr::make_study(hr::Budget::quick, 3, hr::kMaxSeedOffset + 1); }).find("--seed-offset ") == 0);
 }
 
+TEST_CASE("seeds until decided: a round grows the sweeps of the claims not settled that seeds could settle") {
+  const hr::Study study = hr::make_study(hr::Budget::full);  // 5 a set, up to 10
+  CHECK(study.max_seeds == 10);
+  CHECK(hr::make_study(hr::Budget::quick).max_seeds == 3);
+  CHECK(hr::make_study(hr::Budget::quick, 4).max_seeds == 4);
+  CHECK(hr::make_study(hr::Budget::full, 5, 0, 7).max_seeds == 7);
+  CHECK(error_of([] { hr::make_study(hr::Budget::full, 5, 0, 4); }).find("--max-seeds 4: ") == 0);
+  CHECK(study.grown("4-heads-lags", 7).spec().seeds.size() == 14);
+
+  const auto row = [](const char* id, std::vector<std::string> sweeps, hr::Verdict a, hr::Verdict b) {
+    hr::ClaimRow r;
+    r.id = id;
+    r.sweeps = std::move(sweeps);
+    r.replicated = true;
+    r.set_a = a;
+    r.set_b = b;
+    return r;
+  };
+  using V = hr::Verdict;
+  std::vector<hr::ClaimRow> rows{row("2b", {"2-attn-scale"}, V::supported, V::inconclusive),
+                                 row("4a", {"4-heads-lags"}, V::supported, V::supported),
+                                 row("5b", {"5-recall-narrow-heads"}, V::inconclusive, V::inconclusive)};
+  rows[2].seeds_can_decide = false;  // not learned: seeds cannot settle it
+  std::vector<std::size_t> per_set(study.sweeps.size(), 5);
+  const auto index = [&](const std::string& name) {
+    for (std::size_t i = 0; i < study.sweeps.size(); ++i) {
+      if (study.sweeps[i].name == name) return i;
+    }
+    return study.sweeps.size();
+  };
+  std::vector<std::string> open;
+  CHECK(hr::sweeps_to_grow(study, rows, per_set, &open) == std::set<std::size_t>{index("2-attn-scale")});
+  CHECK(open == std::vector<std::string>{"2b"});
+  per_set[index("2-attn-scale")] = 10;  // at the cap: nothing more
+  CHECK(hr::sweeps_to_grow(study, rows, per_set).empty());
+}
+
 TEST_CASE("claims replication: a verdict is settled only where both seed sets give it, and the report prints both") {
   using V = hr::Verdict;
   const auto row = [](const char* id, V v) {
@@ -526,7 +563,11 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
     CHECK(fs::exists(dir / sweep / "report.html"));
   }
   CHECK(fs::exists(dir / "claims.html"));
-  CHECK(md.find("| [4-heads-lags](4-heads-lags/summary.md) | 12 of 12 | ") != std::string::npos);
+  // 3 points of 2 sets of 2 seeds, or of 3 when a round grew the sweep (smoke verdicts
+  // depend on a few steps' rounding).
+  const bool whole = md.find("| [4-heads-lags](4-heads-lags/summary.md) | 12 of 12 | ") != std::string::npos ||
+                     md.find("| [4-heads-lags](4-heads-lags/summary.md) | 18 of 18 | ") != std::string::npos;
+  CHECK(whole);
   // The sweep's own summary says what kind of model it swept.
   CHECK(read_file(dir / "4-heads-lags" / "summary.md").find(", 1 layer, attention-only, no norm, ") != std::string::npos);
   CHECK(read_file(dir / "2-attn-scale" / "summary.md").find("attention-only, ") != std::string::npos);
@@ -534,7 +575,8 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
   // Again: every run is finished, nothing trains.
   r = run_headroom("claims --budget smoke --jobs 2 --out " + dir.string());
   CHECK(r.status == 0);
-  CHECK(count_of(r.output, "finished before (skipped), 0 to run") == 6);
+  CHECK(count_of(r.output, "finished before (skipped), 0 to run") >= 6);  // rounds replayed: more sweep passes
+  CHECK(count_of(r.output, "finished before (skipped), 0 to run") == count_of(r.output, " to run\n"));
 
   // The command printed for a sweep is that very sweep: ablate finds it all finished.
   const std::string program = "headroom ";
