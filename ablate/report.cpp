@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <stdexcept>
 
@@ -532,6 +533,30 @@ SeedStats seed_stats(const std::vector<double>& values) {
     s.sd = std::sqrt(sq / static_cast<double>(s.n - 1));
   }
   return s;
+}
+
+std::vector<std::string> undecided_points(const std::vector<PointSummary>& points, double margin) {
+  bool excess = !points.empty();
+  for (const PointSummary& p : points) excess = excess && p.excess_loss.n > 0;
+  const auto loss = [&](const PointSummary& p) -> const SeedStats& { return excess ? p.excess_loss : p.val_loss; };
+  const PointSummary* best = nullptr;
+  for (const PointSummary& p : points) {
+    if (std::isfinite(loss(p).mean) && (best == nullptr || loss(p).mean < loss(*best).mean)) best = &p;
+  }
+  std::vector<std::string> open;
+  for (const PointSummary& p : points) {
+    if (&p == best) continue;
+    const SeedStats& a = loss(p);
+    if (best == nullptr || a.n < 2 || loss(*best).n < 2 || !std::isfinite(a.mean) || !std::isfinite(a.sd)) {
+      open.push_back(p.point);
+      continue;
+    }
+    const SeedStats& b = loss(*best);
+    const double se = std::sqrt(a.sd * a.sd / static_cast<double>(a.n) + b.sd * b.sd / static_cast<double>(b.n));
+    const bool equal = std::abs(a.mean - b.mean) + 2 * se < margin;
+    if (!differs_beyond_noise(a, b) && !equal) open.push_back(p.point);
+  }
+  return open;
 }
 
 bool differs_beyond_noise(const SeedStats& a, const SeedStats& b) {

@@ -92,6 +92,16 @@ struct PointSummary {
   bool still_falling = false;
 };
 
+// Seeds until decided (ablate --seeds auto): two losses closer than this are equal.
+inline constexpr double kEqualLossNats = 0.02;
+
+// The points whose comparison with the best point is not decided: they neither
+// differ from it beyond noise nor are shown equal to it (|gap| + 2 se < margin, se
+// as in differs_beyond_noise). The loss compared is the excess loss where every
+// point knows it, else the val loss; the best is the point of lowest mean. A point
+// with fewer than 2 seeds is undecided; the best point itself is not listed.
+std::vector<std::string> undecided_points(const std::vector<PointSummary>& points, double margin = kEqualLossNats);
+
 // One row per grid point with a finished run, in grid order, with the noise marks
 // against the point of lowest mean val loss, the one of highest mean accuracy and the
 // one of lowest mean excess loss among the points that know it (points tied with it

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 
@@ -26,8 +27,9 @@ namespace fs = std::filesystem;
 struct AblateFlags : TrainFlags {
   std::string heads, dk, kv_heads;  // lists; empty: the base config's value
   std::vector<std::string> sweeps;  // KEY=V1,V2,...
-  std::string seeds = "3";
+  std::string seeds = "3";  // or "auto": seeds until decided
   std::string seed_offset = "0";
+  std::optional<std::size_t> max_seeds;  // --seeds auto's cap (default kAutoMaxSeeds)
   std::size_t jobs = std::max(1u, std::thread::hardware_concurrency());
   bool jobs_given = false;  // --slurm's tasks default to one job each
   std::string shard;  // K/N or auto
@@ -88,7 +90,17 @@ Shard shard_of(const AblateFlags& f) {
 }
 
 // The plan a sweep command trains: from the flags, or with --resume from DIR/sweep.json.
-SweepPlan plan_of(const AblateFlags& f) {
+// --seeds auto starts with this many seeds a point, as the default count does, and
+// stops at --max-seeds, by default this many.
+constexpr std::size_t kAutoFirstSeeds = 3;
+constexpr std::size_t kAutoMaxSeeds = 12;
+
+// The seeds text plan_of reads: auto's current count, else the flag.
+std::string seeds_text(const AblateFlags& f, std::size_t auto_seeds) {
+  return f.seeds == "auto" ? std::to_string(auto_seeds) : f.seeds;
+}
+
+SweepPlan plan_of(const AblateFlags& f, std::size_t auto_seeds = kAutoFirstSeeds) {
   if (!f.resume.empty()) return read_sweep_plan(f.resume);
   SweepSpec spec;
   spec.base = build_config(f, f.config_file, &spec.kv_heads);
@@ -102,7 +114,7 @@ SweepPlan plan_of(const AblateFlags& f) {
     }
     spec.axes.push_back(std::move(axis));
   }
-  spec.seeds = parse_seeds(f.seeds, parse_seed_offset(f.seed_offset));
+  spec.seeds = parse_seeds(seeds_text(f, auto_seeds), parse_seed_offset(f.seed_offset));
   check_grid_size(spec, f.max_runs);  // before the grid is planned
   SweepPlan plan = plan_sweep(spec);
   std::vector<TrainConfig> configs;
@@ -163,7 +175,19 @@ int run_ablate(const AblateFlags& f) {
     throw std::invalid_argument(fmt::format("--jobs {}: must be from 1 to {}", f.jobs, kMaxThreads));
   }
   const Shard shard = shard_of(f);
-  const SweepPlan plan = plan_of(f);
+  const bool seeds_auto = f.seeds == "auto";
+  if (seeds_auto && (f.slurm || shard.count > 1 || f.no_report)) {
+    throw std::invalid_argument("--seeds auto decides each round from the whole sweep's results: not with --slurm, "
+                                "--shard or --no-report");
+  }
+  if (f.max_seeds && !seeds_auto) throw std::invalid_argument("--max-seeds is for --seeds auto");
+  const std::size_t max_seeds = f.max_seeds.value_or(kAutoMaxSeeds);
+  if (seeds_auto && max_seeds < kAutoFirstSeeds) {
+    throw std::invalid_argument(
+        fmt::format("--max-seeds {}: --seeds auto starts with {} seeds", max_seeds, kAutoFirstSeeds));
+  }
+  std::size_t auto_seeds = kAutoFirstSeeds;
+  SweepPlan plan = plan_of(f, auto_seeds);
   const fs::path dir = f.resume.empty() ? fs::path(f.out) : fs::path(f.resume);
   check_sweep_dir(dir, plan);  // before anything is written
   if (f.slurm) return run_slurm(f, plan, dir);  // the nodes' memory is not this machine's
@@ -193,6 +217,35 @@ int run_ablate(const AblateFlags& f) {
                         .track_heads = track_heads};
   outcome = run_sweep(plan, options);
   board.close();
+  // Seeds until decided: one more seed for every point while a point's comparison
+  // with the best is open and the cap allows; finished runs are never trained again.
+  while (seeds_auto && !outcome.interrupted && outcome.failed.empty()) {
+    const std::vector<std::string> open =
+        undecided_points(summarize(plan, collect_results(plan, dir, f.target_acc)));
+    if (open.empty() || auto_seeds >= max_seeds) {
+      fmt::print("--seeds auto: {} with {} seeds a point{}\n",
+                 open.empty() ? "every comparison with the best point decided" : "not decided at --max-seeds",
+                 auto_seeds, open.empty() ? "" : fmt::format(" ({} open)", open.size()));
+      break;
+    }
+    ++auto_seeds;
+    if (!f.quiet) {
+      std::string names;
+      for (std::size_t i = 0; i < open.size() && i < 6; ++i) names += (i == 0 ? "" : ", ") + open[i];
+      fmt::print("--seeds auto: {} point{} not decided against the best ({}{}): seed {} for every point\n",
+                 open.size(), open.size() == 1 ? "" : "s", names, open.size() > 6 ? ", ..." : "", auto_seeds);
+      std::fflush(stdout);
+    }
+    plan = plan_of(f, auto_seeds);
+    check_sweep_memory(plan, f.jobs);
+    SweepBoard round_board(isatty(fileno(stdout)) != 0, f.quiet);
+    options.on_event = [&](const SweepEvent& e) {
+      if (e.kind == SweepEvent::Kind::planned && !f.quiet) print_plan(e, shard);
+      round_board(e);
+    };
+    outcome = run_sweep(plan, options);
+    round_board.close();
+  }
 
   if (!outcome.held_elsewhere.empty()) {  // also under --quiet: the report is not yet whole
     std::string ids;
@@ -259,8 +312,18 @@ Run add_ablate_command(CLI::App& app) {
                        "(repeatable)")
           ->check(parsed_by([](const std::string& t) { parse_sweep_flag(t); }, "KEY=V1,V2,..."));
   CLI::Option* seeds =
-      grid->add_option("--seeds", f->seeds, "Seeds per point: a count N (seeds 0..N-1) or a list 0,5,9 (default 3)")
-          ->check(parsed_by([](const std::string& t) { parse_seeds(t); }, "N|LIST"));
+      grid->add_option("--seeds", f->seeds,
+                       "Seeds per point: a count N (seeds 0..N-1), a list 0,5,9, or auto: 3, then one more for every "
+                       "point while a point is neither beyond noise from the best nor equal to it within 0.02 nats, "
+                       "up to --max-seeds (default 3)")
+          ->check(parsed_by(
+              [](const std::string& t) {
+                if (t != "auto") parse_seeds(t);
+              },
+              "N|LIST|auto"));
+  CLI::Option* max_seeds =
+      grid->add_option("--max-seeds", f->max_seeds, "The most seeds --seeds auto trains a point (default 12)")
+          ->check(kCount);
   CLI::Option* seed_offset =
       grid->add_option("--seed-offset", f->seed_offset,
                        "Add N to every seed: --seeds 5 --seed-offset 100 trains seeds 100..104, a disjoint set to "
@@ -303,7 +366,7 @@ Run add_ablate_command(CLI::App& app) {
   CLI::Option* resume = cmd->add_option(
       "--resume", f->resume,
       "Train the unfinished runs of the sweep in DIR as DIR/sweep.json defines them (what each Slurm array task "
-      "runs). Not with --out, --config, --heads, --dk, --kv-heads, --sweep, --seeds, --seed-offset, --max-runs or any Model, "
+      "runs). Not with --out, --config, --heads, --dk, --kv-heads, --sweep, --seeds, --seed-offset, --max-seeds, --max-runs or any Model, "
       "Data or Training flag")
                              ->type_name("DIR");
   CLI::Option* no_report =
@@ -331,7 +394,7 @@ Run add_ablate_command(CLI::App& app) {
   // --resume's help say which flags these are.
   for (CLI::Option* from_file : {merge, resume}) {
     from_file->excludes(config)->excludes(heads)->excludes(dk)->excludes(kv)->excludes(sweep)->excludes(seeds);
-    from_file->excludes(seed_offset);
+    from_file->excludes(seed_offset)->excludes(max_seeds);
     from_file->excludes(max_runs);
     for (CLI::Option_group* g : {groups.model, groups.data, groups.training}) {
       for (CLI::Option* o : g->get_options()) {

@@ -448,6 +448,75 @@ TEST_CASE("headroom ablate: a tiny sweep writes its runs, results, summary, plot
   }
 }
 
+TEST_CASE("seeds until decided: a point is open until it differs from the best beyond noise or equals it within 0.02") {
+  const auto point = [](const char* name, double mean, double sd, std::size_t n) {
+    hr::PointSummary p;
+    p.point = name;
+    p.val_loss = {.n = n, .mean = mean, .sd = sd};
+    return p;
+  };
+  // Against a best of sd 0: se = sd / 2 over 4 seeds (sd 2: se 1, 2 se = 2).
+  const hr::PointSummary best = point("best", 1.0, 0.0, 4);
+  CHECK(hr::undecided_points({best, point("far", 3.0 + 1.0 / 64, 2.0, 4)}).empty());  // beyond 2 se
+  CHECK(hr::undecided_points({best, point("near", 3.0, 2.0, 4)}) == std::vector<std::string>{"near"});
+  CHECK(hr::undecided_points({best, point("same", 1.001, 0.004, 4)}).empty());  // 0.001 + 0.004 < 0.02
+  CHECK(hr::undecided_points({best, point("wide", 1.001, 0.02, 4)}) == std::vector<std::string>{"wide"});
+  CHECK(hr::undecided_points({best, point("one", 5.0, 0.0, 1)}) == std::vector<std::string>{"one"});
+  // The excess loss decides where every point knows it.
+  hr::PointSummary a = point("a", 1.0, 0.0, 4), b = point("b", 1.0, 0.0, 4);
+  a.excess_loss = {.n = 4, .mean = 0.1, .sd = 0.0};
+  b.excess_loss = {.n = 4, .mean = 0.5, .sd = 0.0};
+  CHECK(hr::undecided_points({a, b}).empty());
+  b.excess_loss = {};
+  CHECK(hr::undecided_points({a, b}).empty());  // val losses equal to the digit: equal within the margin
+  CHECK(hr::undecided_points({}).empty());
+}
+
+TEST_CASE("headroom ablate --seeds auto adds a seed to every point while a comparison is open, up to --max-seeds") {
+  const TempDir tmp("ablate_seeds_auto");
+  const fs::path dir = tmp.path() / "sweep";
+  const std::string grid = "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 40 --warmup 5 "
+                           "--eval-every 20 --heads 1,2,4 --seeds auto --max-seeds 4 --jobs 2 --out " + dir.string();
+  const CliResult r = run_headroom(grid);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const nlohmann::json sweep = nlohmann::json::parse(read_file(dir / "sweep.json"));
+  const std::size_t seeds = sweep["seeds"].size();
+  CHECK(seeds >= 3);
+  CHECK(seeds <= 4);
+  CHECK(sweep["runs"].size() == 3 * seeds);
+  // What it printed is what the finished runs say.
+  const hr::SweepPlan plan = hr::read_sweep_plan(dir);
+  const std::vector<std::string> open = hr::undecided_points(hr::summarize(plan, hr::collect_results(plan, dir, 0.99)));
+  if (open.empty()) {
+    CHECK(r.output.find(fmt::format("--seeds auto: every comparison with the best point decided with {} seeds", seeds)) !=
+          std::string::npos);
+  } else {
+    CHECK(seeds == 4);
+    CHECK(r.output.find("--seeds auto: not decided at --max-seeds with 4 seeds a point") != std::string::npos);
+  }
+  // Again: the same rounds from the finished runs, nothing trained.
+  const CliResult again = run_headroom(grid);
+  CHECK(again.status == 0);
+  const auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = again.output.find(what); at != std::string::npos; at = again.output.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count(" 0 to run") >= 1);
+  CHECK(count(" 0 to run") == count(" to run"));
+  for (const std::string bad : {"--max-seeds 2", "--max-seeds 0"}) {
+    const CliResult b = run_headroom(grid.substr(0, grid.find("--max-seeds 4")) + bad + " --out " +
+                                     (tmp.path() / "bad").string());
+    CHECK(b.status == 2);
+    CHECK(count_lines(b.output) == 1);
+  }
+  const CliResult without = run_headroom("ablate --task copy --seeds 3 --max-seeds 5 --out " + (tmp.path() / "bad").string());
+  CHECK(without.status == 2);
+  CHECK(without.output.find("--max-seeds is for --seeds auto") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp.path() / "bad"));
+}
+
 TEST_CASE("headroom ablate --seed-offset: the same grid on a disjoint set of seeds, and a bad offset is one line") {
   const TempDir tmp("ablate_seed_offset");
   const fs::path dir = tmp.path() / "sweep";
