@@ -97,7 +97,7 @@ std::string heads_line(const PointNumbers& p) {
 svg::Chart loss_vs_heads(const SweepNumbers& sweep, const std::string& title) {
   svg::Chart chart{.title = title, .x = axis("query heads h (d_k = d_model / h)", svg::Scale::log), .y = axis(""),
                    .series = {}};
-  svg::Series s = series("mean over seeds (bars: sd)");
+  svg::Series s = series("mean over seeds (bars: sd; hollow: each seed)");
   for (const PointNumbers* p : by_heads(sweep)) {
     add_loss(s, static_cast<double>(p->config.model.n_heads), *p);
     chart.x.ticks.push_back(static_cast<double>(p->config.model.n_heads));
@@ -740,7 +740,7 @@ ClaimRow assess_kv_heads(const SweepNumbers& sweep) {
                    .y = axis("bytes per token (float32, all layers)"), .series = {}};
   svg::Chart loss{.title = "Loss reached", .x = axis("key/value heads g", svg::Scale::log), .y = axis(""),
                   .series = {}};
-  svg::Series b = series("count_parameters"), l = series("mean over seeds (bars: sd)");
+  svg::Series b = series("count_parameters"), l = series("mean over seeds (bars: sd; hollow: each seed)");
   if (mha != nullptr) {
     const double full = static_cast<double>(count_parameters(mha->config.model, mha->config.data.seq_len).kv_cache_bytes_per_token);
     std::vector<const PointNumbers*> points;
