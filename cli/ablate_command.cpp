@@ -105,7 +105,10 @@ Shard shard_of(const AblateFlags& f) {
 SweepPlan plan_of(const AblateFlags& f) {
   if (!f.resume.empty()) return read_sweep_plan(f.resume);
   SweepSpec spec;
-  spec.base = build_config(f, f.config_file, &spec.kv_heads);
+  OpenDefaults open;
+  spec.base = build_config(f, f.config_file, &open);
+  spec.kv_heads = open.kv_heads;
+  spec.lr_follows_model = open.lr;
   if (!f.heads.empty()) spec.axes.push_back(parse_count_axis("--heads", "n_heads", f.heads, false));
   if (!f.dk.empty()) spec.axes.push_back(parse_count_axis("--dk", "d_k", f.dk, true));
   if (!f.kv_heads.empty()) spec.axes.push_back(parse_count_axis("--kv-heads", "n_kv_heads", f.kv_heads, false));
