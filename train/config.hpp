@@ -103,10 +103,11 @@ TrainConfig task_defaults(const std::string& task);
 
 // The peak rate of a model without norms (`--norm none`) when no flag, config file or
 // task gives one. With GPT-2's 0.02 initialisation and no LayerNorm to rescale the
-// residual stream, such a model's logits start tiny, and at the global rate its
-// gradients are too small for it to leave that start within a run of the default
-// length (docs/cli/train.md, "The default run").
-inline constexpr double kNoNormLr = 0.03;
+// residual stream, such a model's logits start tiny, and at the global rate it barely
+// leaves that start within a run of the default length. A higher rate is no better
+// the other way: the two-layer model without norms stalls at the start at 0.03.
+// docs/cli/train.md ("Learning rate and warm-up") has the runs behind the choice.
+inline constexpr double kNoNormLr = 0.01;
 
 // The peak rate the CLI uses for `model` when no flag, config file or task gives one:
 // kNoNormLr without norms, else OptimConfig's. config.json records the value used.
