@@ -37,12 +37,15 @@ std::string cell(const Reach& r) {
   return fmt::format("excess <= {:g} at step {}", r.bound, r.step);
 }
 
-// The table's row of `task`, "" when there is none.
+// The row of `task` in the table under "What the default model reaches" (the task
+// table above it has rows of the same names), "" when there is none.
 std::string docs_row(const std::string& task) {
   const std::string docs = read_file(fs::path(HEADROOM_SOURCE_DIR) / "docs" / "cli" / "train.md");
   const std::string start = fmt::format("| `{}` |", task);
+  bool in_section = false;
   for (const std::string& line : lines_of(docs)) {
-    if (line.rfind(start, 0) == 0) return line;
+    if (line.rfind("#", 0) == 0) in_section = line == "### What the default model reaches";
+    if (in_section && line.rfind(start, 0) == 0) return line;
   }
   return "";
 }
