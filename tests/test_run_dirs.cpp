@@ -339,7 +339,10 @@ TEST_CASE("a model without norms trains at kNoNormLr unless a flag, the file or 
   hr::ModelConfig no_norm;
   no_norm.norm = hr::NormPlacement::none;
   CHECK(hr::default_lr(no_norm) == hr::kNoNormLr);
-  CHECK(hr::kNoNormLr > 5 * hr::OptimConfig{}.lr);
+  CHECK(hr::kNoNormLr > 2 * hr::OptimConfig{}.lr);
+  // --help states the rule with the constant's value.
+  CHECK(run_headroom("train --help").output.find(fmt::format("{} for a model without norms", hr::kNoNormLr)) !=
+        std::string::npos);
   std::string output;  // the last run's
   const auto lr_of = [&](const std::string& name, const std::string& flags) {
     const CliResult r = run_headroom("train -q --d-model 16 --heads 2 --layers 1 --eval-every 2 " + flags +
