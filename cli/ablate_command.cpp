@@ -102,7 +102,9 @@ Shard shard_of(const AblateFlags& f) {
 }
 
 // The plan a sweep command trains: from the flags, or with --resume from DIR/sweep.json.
-SweepPlan plan_of(const AblateFlags& f) {
+// *lr_by_norms says whether its points without norms took the default rate for them.
+SweepPlan plan_of(const AblateFlags& f, bool* lr_by_norms) {
+  *lr_by_norms = false;
   if (!f.resume.empty()) return read_sweep_plan(f.resume);
   SweepSpec spec;
   OpenDefaults open;
@@ -123,7 +125,10 @@ SweepPlan plan_of(const AblateFlags& f) {
   check_grid_size(spec, f.max_runs);  // before the grid is planned
   SweepPlan plan = plan_sweep(spec);
   std::vector<TrainConfig> configs;
-  for (const PlannedRun& run : plan.runs) configs.push_back(run.config);
+  for (const PlannedRun& run : plan.runs) {
+    configs.push_back(run.config);
+    *lr_by_norms = *lr_by_norms || (spec.lr_follows_model && run.config.optim.lr != OptimConfig{}.lr);
+  }
   check_flags_read(f, configs);
   return plan;
 }
@@ -180,7 +185,8 @@ int run_ablate(const AblateFlags& f) {
     throw std::invalid_argument(fmt::format("--jobs {}: must be from 1 to {}", f.jobs, kMaxThreads));
   }
   const Shard shard = shard_of(f);
-  const SweepPlan plan = plan_of(f);
+  bool lr_by_norms = false;
+  const SweepPlan plan = plan_of(f, &lr_by_norms);
   const fs::path dir = f.resume.empty() ? fs::path(f.out) : fs::path(f.resume);
   check_sweep_dir(dir, plan);  // before anything is written
   if (f.slurm) return run_slurm(f, plan, dir);  // the nodes' memory is not this machine's
@@ -191,6 +197,10 @@ int run_ablate(const AblateFlags& f) {
     fmt::print("headroom ablate: {} runs ({} point{} x {} seed{}) into {}\n", plan.runs.size(), points,
                points == 1 ? "" : "s", plan.seeds.size(), plan.seeds.size() == 1 ? "" : "s", dir.string());
     for (const SkippedPoint& s : plan.skipped) fmt::print("skipped {}: {}\n", s.point, s.reason);
+    if (lr_by_norms) {
+      fmt::print("lr {}: the default for a model without norms, in the runs without them (--lr to choose another)\n",
+                 kNoNormLr);
+    }
     std::fflush(stdout);
   }
 

@@ -237,7 +237,7 @@ TEST_CASE("ablate grid: a default lr follows each point's norms, unless lr is sw
 TEST_CASE("headroom ablate --norm none: the runs train at kNoNormLr, or at the --lr given") {
   const TempDir tmp("ablate_no_norm_lr");
   const std::string sweep = "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --norm none --steps 2 "
-                            "--warmup 1 --eval-every 2 --heads 2 --seeds 1 -q --out ";
+                            "--warmup 1 --eval-every 2 --heads 2 --seeds 1 --out ";
   struct Case {
     std::string name, flags;
     double lr;
@@ -250,6 +250,9 @@ TEST_CASE("headroom ablate --norm none: the runs train at kNoNormLr, or at the -
     const nlohmann::json plan = nlohmann::json::parse(read_file(tmp.path() / c.name / "sweep.json"));
     REQUIRE(plan["runs"].size() == 1);
     CHECK(plan["runs"][0]["config"]["train"]["lr"] == c.lr);
+    // Said before the runs start, when the rule chose the rate.
+    const bool said = r.output.find("the default for a model without norms") < r.output.find("[1/1]");
+    CHECK(said == c.flags.empty());
   }
 }
 
