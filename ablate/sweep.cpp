@@ -405,8 +405,9 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
   SweepPlan plan;
   plan.columns = {"n_heads", "d_k", "n_kv_heads"};
   plan.seeds = spec.seeds;
-  bool kv_axis = false;
+  bool kv_axis = false, lr_axis = false;
   for (const SweepAxis& a : spec.axes) {
+    lr_axis = lr_axis || (a.section == "train" && a.key == "lr");
     if (a.values.empty()) throw std::invalid_argument(fmt::format("{} {} has no values", a.flag, a.key));
     if (a.flag == "--sweep") {
       if (std::find(plan.columns.begin(), plan.columns.end(), a.key) != plan.columns.end()) {
@@ -450,6 +451,8 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
       }
       // --preset llama --heads 4,8: kv heads 1 and 2, each point's own n_heads / 4.
       if (spec.kv_heads != nullptr && !kv_axis) c.model.n_kv_heads = spec.kv_heads(c.model.n_heads);
+      // --sweep norm=pre,none: the points without norms get their own default rate.
+      if (spec.lr_follows_model && !lr_axis) c.optim.lr = default_lr(c.model);
       // --init-from DIR: each point's data and model must be DIR's but for n_kv_heads, which pools.
       if (!c.optim.init_from.empty()) {
         if (!init_source) init_source = read_init_source(c.optim.init_from);

@@ -94,6 +94,9 @@ struct SweepSpec {
   // A preset's n_kv_heads rule still open (cli build_config's kv_heads_rule): each
   // point's n_kv_heads follows its own n_heads, unless --kv-heads is an axis. Null: none.
   KvHeadsRule kv_heads = nullptr;
+  // No flag, config file or task gave the base its lr (cli build_config's OpenDefaults):
+  // each point's lr is default_lr of its own model (train/config.hpp), unless lr is an axis.
+  bool lr_follows_model = false;
 };
 
 struct PlannedRun {

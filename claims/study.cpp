@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "data/task_defaults.hpp"
 #include "train/config.hpp"
 
 namespace headroom {
@@ -86,21 +87,27 @@ Budget parse_budget(const std::string& name) {
 
 SweepSpec ClaimSweep::spec() const {
   // As `headroom ablate` builds its base (cli/train_flags.cpp, build_config): the
-  // task's defaults, the settings, and a warm-up that scales with the run unless given.
+  // task's defaults, the settings, and a warm-up that scales with the run and a rate
+  // that follows the model unless given.
   std::string task = DataConfig{}.task;
-  bool warmup_given = false;
+  bool warmup_given = false, lr_given = false;
   nlohmann::json object = nlohmann::json::object();
   for (const BaseSetting& s : base) {
     const std::size_t dot = s.key.find('.');
     const std::string section = s.key.substr(0, dot), key = s.key.substr(dot + 1);
     if (s.key == "data.task") task = s.value.get<std::string>();
     if (s.key == "train.warmup") warmup_given = true;
+    if (s.key == "train.lr") lr_given = true;
     object[section][key] = s.value;
   }
   SweepSpec spec;
   spec.base = task_defaults(task);
   update_from_json(spec.base, object, fmt::format("headroom claims: sweep {}", name));
   if (!warmup_given) spec.base.optim.warmup = default_warmup(spec.base.optim.steps);
+  if (!lr_given && !task_settings(task).lr) {
+    spec.base.optim.lr = default_lr(spec.base.model);
+    spec.lr_follows_model = true;
+  }
   for (const AxisFlag& a : axes) {
     if (a.flag == "--heads") {
       spec.axes.push_back(parse_count_axis("--heads", "n_heads", a.text, false));

@@ -100,10 +100,15 @@ std::string seeds_text(const AblateFlags& f, std::size_t auto_seeds) {
   return f.seeds == "auto" ? std::to_string(auto_seeds) : f.seeds;
 }
 
-SweepPlan plan_of(const AblateFlags& f, std::size_t auto_seeds = kAutoFirstSeeds) {
+// *lr_by_norms says whether its points without norms took the default rate for them.
+SweepPlan plan_of(const AblateFlags& f, bool* lr_by_norms, std::size_t auto_seeds = kAutoFirstSeeds) {
+  *lr_by_norms = false;
   if (!f.resume.empty()) return read_sweep_plan(f.resume);
   SweepSpec spec;
-  spec.base = build_config(f, f.config_file, &spec.kv_heads);
+  OpenDefaults open;
+  spec.base = build_config(f, f.config_file, &open);
+  spec.kv_heads = open.kv_heads;
+  spec.lr_follows_model = open.lr;
   if (!f.heads.empty()) spec.axes.push_back(parse_count_axis("--heads", "n_heads", f.heads, false));
   if (!f.dk.empty()) spec.axes.push_back(parse_count_axis("--dk", "d_k", f.dk, true));
   if (!f.kv_heads.empty()) spec.axes.push_back(parse_count_axis("--kv-heads", "n_kv_heads", f.kv_heads, false));
@@ -118,7 +123,10 @@ SweepPlan plan_of(const AblateFlags& f, std::size_t auto_seeds = kAutoFirstSeeds
   check_grid_size(spec, f.max_runs);  // before the grid is planned
   SweepPlan plan = plan_sweep(spec);
   std::vector<TrainConfig> configs;
-  for (const PlannedRun& run : plan.runs) configs.push_back(run.config);
+  for (const PlannedRun& run : plan.runs) {
+    configs.push_back(run.config);
+    *lr_by_norms = *lr_by_norms || (spec.lr_follows_model && run.config.optim.lr != OptimConfig{}.lr);
+  }
   check_flags_read(f, configs);
   return plan;
 }
@@ -187,7 +195,8 @@ int run_ablate(const AblateFlags& f) {
         fmt::format("--max-seeds {}: --seeds auto starts with {} seeds", max_seeds, kAutoFirstSeeds));
   }
   std::size_t auto_seeds = kAutoFirstSeeds;
-  SweepPlan plan = plan_of(f, auto_seeds);
+  bool lr_by_norms = false;
+  SweepPlan plan = plan_of(f, &lr_by_norms, auto_seeds);
   const fs::path dir = f.resume.empty() ? fs::path(f.out) : fs::path(f.resume);
   check_sweep_dir(dir, plan);  // before anything is written
   if (f.slurm) return run_slurm(f, plan, dir);  // the nodes' memory is not this machine's
@@ -198,6 +207,10 @@ int run_ablate(const AblateFlags& f) {
     fmt::print("headroom ablate: {} runs ({} point{} x {} seed{}) into {}\n", plan.runs.size(), points,
                points == 1 ? "" : "s", plan.seeds.size(), plan.seeds.size() == 1 ? "" : "s", dir.string());
     for (const SkippedPoint& s : plan.skipped) fmt::print("skipped {}: {}\n", s.point, s.reason);
+    if (lr_by_norms) {
+      fmt::print("lr {}: the default for a model without norms, in the runs without them (--lr to choose another)\n",
+                 kNoNormLr);
+    }
     std::fflush(stdout);
   }
 
@@ -236,7 +249,7 @@ int run_ablate(const AblateFlags& f) {
                  open.size(), open.size() == 1 ? "" : "s", names, open.size() > 6 ? ", ..." : "", auto_seeds);
       std::fflush(stdout);
     }
-    plan = plan_of(f, auto_seeds);
+    plan = plan_of(f, &lr_by_norms, auto_seeds);
     check_sweep_memory(plan, f.jobs);
     SweepBoard round_board(isatty(fileno(stdout)) != 0, f.quiet);
     options.on_event = [&](const SweepEvent& e) {

@@ -104,8 +104,9 @@ int run_train(const TrainCommandFlags& flags) {
   const InterruptGuard interrupt;
   // A resumed run takes everything that changes its numbers from its config.json.
   check_flags(flags);
+  OpenDefaults open;
   TrainConfig config = build_config(
-      flags, flags.resume ? (fs::path(*flags.resume) / "config.json").string() : flags.config_file);
+      flags, flags.resume ? (fs::path(*flags.resume) / "config.json").string() : flags.config_file, &open);
   // A resume to a step the run has passed says so, before any check of the steps.
   if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim);
   check_flags_read(flags, {config});
@@ -145,6 +146,10 @@ int run_train(const TrainCommandFlags& flags) {
              m.norm == NormPlacement::none ? std::string("no norm") : to_string(m.norm) + "-norm", blocks,
              m.attn_only ? ", attention-only" : "");
   if (const auto* task = dynamic_cast<const Task*>(data.get())) fmt::print("example: {}\n", task->example());
+  // A rate other than the global default that nobody asked for is said before the run.
+  if (open.lr && config.optim.lr != OptimConfig{}.lr) {
+    fmt::print("lr {}: the default for a model without norms (--lr to choose another)\n", config.optim.lr);
+  }
   if (const ThreadChoice t = training_threads(config, data->vocab_size()); !t.why.empty()) {
     fmt::print("threads: {}\n", t.why);
   }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/validators.hpp"
+#include "data/task_defaults.hpp"
 #include "nn/config_fields.hpp"
 #include "nn/config_json.hpp"
 #include "nn/convert.hpp"
@@ -233,8 +234,8 @@ void apply_init_from(const TrainFlags& f, const nlohmann::json& object, const st
 
 }  // namespace
 
-TrainConfig build_config(const TrainFlags& f, const std::string& config_file, KvHeadsRule* kv_heads_rule) {
-  if (kv_heads_rule != nullptr) *kv_heads_rule = nullptr;
+TrainConfig build_config(const TrainFlags& f, const std::string& config_file, OpenDefaults* open) {
+  if (open != nullptr) *open = OpenDefaults{};
   const ModelPreset* preset = nullptr;
   if (!f.preset.empty()) {
     try {
@@ -270,7 +271,7 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file, Kv
   // The preset's n_kv_heads follows the final n_heads, unless the file or a flag set it.
   if (preset != nullptr && preset->kv_heads != nullptr && preset_only("n_kv_heads")) {
     c.model.n_kv_heads = preset->kv_heads(c.model.n_heads);
-    if (kv_heads_rule != nullptr) *kv_heads_rule = preset->kv_heads;
+    if (open != nullptr) open->kv_heads = preset->kv_heads;
   }
   if (given(f, "data.task") && !given(f, "data.text")) c.data.text.clear();  // --task over the file's text
   if (text_run) {
@@ -310,6 +311,14 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file, Kv
     apply_init_from(f, object, config_file, c);
   } else if (!c.optim.init_from.empty() && c.optim.init_from_hash.empty()) {
     c.optim.init_from_hash = init_from_hash(read_init_source(c.optim.init_from).run.file);
+  }
+  // The rate follows the final model (--init-from's included) unless given
+  // (train/config.hpp, default_lr); a task's own rate counts as given: it was chosen
+  // for that task.
+  const bool task_lr = !text_run && task_settings(task).lr.has_value();
+  if (file_key(object, "train", "lr") == nullptr && !given(f, "train.lr") && !task_lr) {
+    c.optim.lr = default_lr(c.model);
+    if (open != nullptr) open->lr = true;
   }
   return c;
 }

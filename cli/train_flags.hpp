@@ -43,14 +43,24 @@ enum class TrainFlagSet { train, ablate, params };
 // their order.
 TrainFlagGroups add_train_flags(CLI::App& cmd, TrainFlags& flags, TrainFlagSet set = TrainFlagSet::train);
 
+// The defaults build_config leaves to follow the final model, for ablate, whose runs
+// each have their own model.
+struct OpenDefaults {
+  // A preset's n_kv_heads rule (llama's) when neither --kv-heads nor the file's
+  // model.n_kv_heads sets it; null otherwise.
+  KvHeadsRule kv_heads = nullptr;
+  // No flag, config file or task gave the lr, so it is default_lr(model)
+  // (train/config.hpp): kNoNormLr for a model without norms.
+  bool lr = false;
+};
+
 // The config the flags describe on top of `config_file` (none when empty), the
 // preset and the task's defaults. Throws std::invalid_argument for an unreadable or
-// invalid file, or an unknown preset. A preset's n_kv_heads rule (llama's) follows
-// the final n_heads unless --kv-heads or the file's model.n_kv_heads sets it: then
-// build_config applies it, and stores it in *kv_heads_rule when that is given (null
-// otherwise) for ablate, whose runs each have their own n_heads.
-TrainConfig build_config(const TrainFlags& flags, const std::string& config_file,
-                         KvHeadsRule* kv_heads_rule = nullptr);
+// invalid file, or an unknown preset. A preset's n_kv_heads rule follows the final
+// n_heads, and the lr the final model (default_lr), unless a flag or the file (or
+// for the lr, the task) sets them: build_config applies both, and says in *open (when
+// given) which it applied.
+TrainConfig build_config(const TrainFlags& flags, const std::string& config_file, OpenDefaults* open = nullptr);
 
 // The --preset flag's help: every preset with the keys it sets.
 std::string preset_help();

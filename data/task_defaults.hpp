@@ -1,6 +1,7 @@
 // The toy tasks' own training settings: where a task needs other settings than the
 // global defaults (train/config.hpp) to reach 99% validation accuracy (for lags, whose
-// labels are random: to use its rows well), and why.
+// labels are random: to use its rows well), and why. docs/cli/train.md's table says
+// what each task reaches at its defaults, and tests/test_task_defaults.cpp checks it.
 // train/config.cpp's task_defaults() applies them, and `headroom train --help`
 // lists them, so both come from this one table.
 //

@@ -231,6 +231,44 @@ TEST_CASE("ablate grid: a preset's kv-head rule follows each point's n_heads, un
   CHECK(plan.runs[1].config.model.n_kv_heads == 4);
 }
 
+TEST_CASE("ablate grid: a default lr follows each point's norms, unless lr is swept") {
+  hr::SweepSpec spec{.base = tiny_base(), .axes = {hr::parse_sweep_flag("norm=pre,none")}, .seeds = {0}};
+  hr::SweepPlan plan = hr::plan_sweep(spec);
+  REQUIRE(plan.runs.size() == 2);
+  CHECK(plan.runs[1].config.optim.lr == hr::OptimConfig{}.lr);  // not open: the base's lr, given
+  spec.lr_follows_model = true;
+  plan = hr::plan_sweep(spec);
+  REQUIRE(plan.runs.size() == 2);
+  CHECK(plan.runs[0].config.optim.lr == hr::OptimConfig{}.lr);
+  CHECK(plan.runs[1].config.optim.lr == hr::kNoNormLr);
+  spec.axes.push_back(hr::parse_sweep_flag("lr=0.002"));
+  plan = hr::plan_sweep(spec);
+  REQUIRE(plan.runs.size() == 2);
+  CHECK(plan.runs[1].config.optim.lr == 0.002);
+}
+
+TEST_CASE("headroom ablate --norm none: the runs train at kNoNormLr, or at the --lr given") {
+  const TempDir tmp("ablate_no_norm_lr");
+  const std::string sweep = "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --norm none --steps 2 "
+                            "--warmup 1 --eval-every 2 --heads 2 --seeds 1 --out ";
+  struct Case {
+    std::string name, flags;
+    double lr;
+  };
+  for (const Case& c : {Case{"default", "", hr::kNoNormLr}, Case{"given", " --lr 0.003", 0.003}}) {
+    CAPTURE(c.name);
+    const CliResult r = run_headroom(sweep + (tmp.path() / c.name).string() + c.flags);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    const nlohmann::json plan = nlohmann::json::parse(read_file(tmp.path() / c.name / "sweep.json"));
+    REQUIRE(plan["runs"].size() == 1);
+    CHECK(plan["runs"][0]["config"]["train"]["lr"] == c.lr);
+    // Said before the runs start, when the rule chose the rate.
+    const bool said = r.output.find("the default for a model without norms") < r.output.find("[1/1]");
+    CHECK(said == c.flags.empty());
+  }
+}
+
 TEST_CASE("ablate summary header: names the blocks of docs/design.md #17 that every run has") {
   const TempDir tmp("ablate_blocks_header");
   hr::SweepSpec spec{.base = tiny_base(), .axes = {hr::parse_sweep_flag("ffn=mlp,swiglu")}, .seeds = {0}};

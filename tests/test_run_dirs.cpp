@@ -1,7 +1,8 @@
 // Run and model directories that cannot be mixed up (issue 13): `train --out` into a
 // run or a foreign directory, the run's lock, a resume whose config.json was edited,
 // model.safetensors as the newest state, leftovers of killed saves, the warm-up
-// default, the default out dir and --no-save, and flags that meant nothing.
+// and learning-rate defaults, the default out dir and --no-save, and flags that meant
+// nothing.
 #include <cerrno>
 #include <csignal>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/safetensors.hpp"
+#include "train/config.hpp"
 #include "train/out_dir.hpp"
 #include "train/resume.hpp"
 #include "train/run_dir.hpp"
@@ -329,6 +331,45 @@ TEST_CASE("warm-up scales with a short run unless given, and config.json records
   REQUIRE(run_headroom(kTiny + "--config " + (tmp / "c.json").string() + " --out " + (tmp / "b").string()).status ==
           0);
   CHECK(read_json(tmp / "b" / "config.json")["train"]["warmup"] == 7);
+}
+
+TEST_CASE("a model without norms trains at kNoNormLr unless a flag, the file or the task gives an lr") {
+  const TempDir tmp("run_dirs_no_norm_lr");
+  CHECK(hr::default_lr(hr::ModelConfig{}) == hr::OptimConfig{}.lr);
+  hr::ModelConfig no_norm;
+  no_norm.norm = hr::NormPlacement::none;
+  CHECK(hr::default_lr(no_norm) == hr::kNoNormLr);
+  CHECK(hr::kNoNormLr > 2 * hr::OptimConfig{}.lr);
+  // --help states the rule with the constant's value.
+  CHECK(run_headroom("train --help").output.find(fmt::format("{} for a model without norms", hr::kNoNormLr)) !=
+        std::string::npos);
+  std::string output;  // the last run's
+  const auto lr_of = [&](const std::string& name, const std::string& flags) {
+    const CliResult r = run_headroom("train -q --d-model 16 --heads 2 --layers 1 --eval-every 2 " + flags +
+                                     " --out " + (tmp / name).string());
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    output = r.output;
+    return read_json(tmp / name / "config.json")["train"]["lr"].get<double>();
+  };
+  // Not given: the rule, said before the run.
+  CHECK(lr_of("none", "--task copy --vocab 8 --seq-len 6 --steps 2 --norm none") == hr::kNoNormLr);
+  CHECK(output.find(fmt::format("lr {}: the default for a model without norms", hr::kNoNormLr)) != std::string::npos);
+  CHECK(lr_of("post", "--task copy --vocab 8 --seq-len 6 --steps 2 --norm post") == hr::OptimConfig{}.lr);
+  CHECK(lr_of("attn_only", "--task lags --steps 2 --norm none --attn-only") == hr::kNoNormLr);
+  // Given by a flag, a config file or the task: kept, and nothing said.
+  CHECK(lr_of("flag", "--task copy --vocab 8 --seq-len 6 --steps 2 --norm none --lr 0.003") == 0.003);
+  CHECK(output.find("the default for a model without norms") == std::string::npos);
+  tmp.write("c.json", R"({"train": {"lr": 0.005}})");
+  CHECK(lr_of("file", "--task copy --vocab 8 --seq-len 6 --steps 2 --norm none --config " + (tmp / "c.json").string())== 0.005);
+  CHECK(lr_of("recall", "--task recall --steps 2 --norm none") ==
+        hr::task_defaults("recall").optim.lr);
+  // A resume reads config.json's lr, whatever the rule would say now.
+  CHECK(lr_of("resumed", "--task copy --vocab 8 --seq-len 6 --norm none --lr 0.004 --steps 4 --stop-after 2") == 0.004);
+  const CliResult resumed = run_headroom("train -q --resume " + (tmp / "resumed").string());
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK(read_json(tmp / "resumed" / "config.json")["train"]["lr"] == 0.004);
 }
 
 TEST_CASE("a resume to a step the run has passed says so, before the warm-up check") {

@@ -350,7 +350,7 @@ TEST_CASE("every table field has its flag in train --help, except the keys set o
     CHECK_MESSAGE(help.find(std::string("\n  ") + flag + " ") != std::string::npos, "train --help lacks " << flag);
   }
   CHECK(help.find("Model width (default 64)") != std::string::npos);
-  CHECK(help.find("Peak learning rate, reached after --warmup steps (default 0.003)") != std::string::npos);
+  CHECK(help.find("Peak learning rate, reached after --warmup steps (default 0.003;") != std::string::npos);
   // ablate sweeps these with list flags of its own.
   const std::string ablate = run_headroom("ablate --help").output;
   CHECK(ablate.find("Query heads (default 4)") == std::string::npos);

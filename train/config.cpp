@@ -201,6 +201,10 @@ TrainConfig task_defaults(const std::string& task) {
   return c;
 }
 
+double default_lr(const ModelConfig& model) {
+  return model.norm == NormPlacement::none ? kNoNormLr : OptimConfig{}.lr;
+}
+
 std::size_t default_warmup(std::size_t steps) { return std::min<std::size_t>(100, steps / 10); }
 
 nlohmann::json to_json(const TrainConfig& c) {

@@ -108,6 +108,18 @@ struct TrainConfig {
 // (data/task_defaults.hpp) where it needs others to reach 99% validation accuracy.
 TrainConfig task_defaults(const std::string& task);
 
+// The peak rate of a model without norms (`--norm none`) when no flag, config file or
+// task gives one. With GPT-2's 0.02 initialisation and no LayerNorm to rescale the
+// residual stream, such a model's logits start tiny, and at the global rate it barely
+// leaves that start within a run of the default length. A higher rate is no better
+// the other way: the two-layer model without norms stalls at the start at 0.03.
+// docs/cli/train.md ("Learning rate and warm-up") has the runs behind the choice.
+inline constexpr double kNoNormLr = 0.01;
+
+// The peak rate the CLI uses for `model` when no flag, config file or task gives one:
+// kNoNormLr without norms, else OptimConfig's. config.json records the value used.
+double default_lr(const ModelConfig& model);
+
 // The warm-up the CLI uses when none is given (by flag or config file): a tenth of
 // the run, at most 100 steps, so that a short run works with the defaults and a
 // long one warms up as it always did. config.json records the value used.

@@ -55,7 +55,9 @@ void for_each_optim_field(Visit&& visit) {
   visit(field("steps", &O::steps, Flag{.help = "Optimizer steps (default {})", .check = C::whole_number}));
   visit(field("batch", &O::batch, Flag{.help = "Rows per step (default {})", .check = C::whole_number}));
   visit(field("lr", &O::lr,
-              Flag{.help = "Peak learning rate, reached after --warmup steps (default {})", .check = C::positive}));
+              Flag{.help = "Peak learning rate, reached after --warmup steps (default {}; 0.01 for a model without norms, "
+                          "--norm none, unless --config or the task gives one; config.json records it)",
+                  .check = C::positive}));
   visit(choice("schedule", &O::schedule, parse_lr_schedule,
                Flag{.help = "constant | cosine (linear warm-up, cosine decay to --min-lr) | inverse_sqrt (linear "
                             "warm-up, then lr * sqrt(warmup / t)) (default cosine)"}));
