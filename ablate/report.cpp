@@ -552,11 +552,18 @@ std::vector<std::string> undecided_points(const std::vector<PointSummary>& point
       continue;
     }
     const SeedStats& b = loss(*best);
-    const double se = std::sqrt(a.sd * a.sd / static_cast<double>(a.n) + b.sd * b.sd / static_cast<double>(b.n));
-    const bool equal = std::abs(a.mean - b.mean) + 2 * se < margin;
-    if (!differs_beyond_noise(a, b) && !equal) open.push_back(p.point);
+    if (!differs_beyond_noise(a, b) && !equal_within(a, b, margin)) open.push_back(p.point);
   }
   return open;
+}
+
+bool equal_within(const SeedStats& a, const SeedStats& b, double margin) {
+  if (a.n < 2 || b.n < 2 || !std::isfinite(a.mean) || !std::isfinite(b.mean) || !std::isfinite(a.sd) ||
+      !std::isfinite(b.sd)) {
+    return false;
+  }
+  const double se = std::sqrt(a.sd * a.sd / static_cast<double>(a.n) + b.sd * b.sd / static_cast<double>(b.n));
+  return std::abs(a.mean - b.mean) + 2 * se < margin;
 }
 
 bool differs_beyond_noise(const SeedStats& a, const SeedStats& b) {

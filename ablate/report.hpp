@@ -76,6 +76,11 @@ SeedStats seed_stats(const std::vector<double>& values);
 // point has fewer than 2 seeds: then the noise is unknown.
 bool differs_beyond_noise(const SeedStats& a, const SeedStats& b);
 
+// Two points shown equal: the whole two-standard-error interval of the difference of
+// their means lies inside +-margin, |mean_a - mean_b| + 2 se < margin (se as above).
+// False when either has fewer than 2 seeds or a non-finite mean or sd.
+bool equal_within(const SeedStats& a, const SeedStats& b, double margin);
+
 struct PointSummary {
   std::string point;
   std::vector<nlohmann::json> values;  // the plan's columns

@@ -19,7 +19,7 @@
 namespace headroom {
 
 // The tolerances the verdict rules are given (docs/cli/claims.md#verdict-rules).
-inline constexpr double kEqualLossMargin = 0.02;  // nats: two losses closer than this are equal
+inline constexpr double kEqualLossMargin = kEqualLossNats;  // nats: two losses closer than this are equal (0.02)
 inline constexpr double kNearZeroExcess = 0.05;   // nats: an excess loss this small is "about 0"
 inline constexpr double kSlopeTolerance = 0.1;    // a fitted log-log slope this close is the predicted one
 inline constexpr double kTimeMargin = 0.05;       // step times within 5% are equal

@@ -232,12 +232,15 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
   // decided from the finished runs alone, so a rerun replays them and trains nothing
   // it has.
   std::vector<std::size_t> per_set(plans.size(), study.seeds);
+  std::vector<ClaimRow> rows;  // the assessment of the runs as they are, when nothing has run since
   for (std::size_t round = 2; !outcome.interrupted; ++round) {
     emit({.kind = ClaimsEvent::Kind::assessing, .index = 0, .count = plans.size(), .sweep = nullptr, .plan = nullptr,
           .event = nullptr, .outcome = nullptr, .round = round - 1});
+    rows = assess_study(study, plans, dir);
     std::vector<std::string> open;
-    const std::set<std::size_t> grow = sweeps_to_grow(study, assess_study(study, plans, dir), per_set, &open);
+    const std::set<std::size_t> grow = sweeps_to_grow(study, rows, per_set, &open);
     if (grow.empty()) break;
+    rows.clear();
     emit({.kind = ClaimsEvent::Kind::round_started, .index = 0, .count = plans.size(), .sweep = nullptr,
           .plan = nullptr, .event = nullptr, .outcome = nullptr, .round = round, .open_claims = open});
     for (const std::size_t i : grow) {
@@ -251,7 +254,7 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
       run_one(i, sweep, round);
     }
   }
-  outcome.rows = assess_study(study, plans, dir);
+  outcome.rows = rows.empty() ? assess_study(study, plans, dir) : std::move(rows);
   for (ClaimRow& r : outcome.rows) {
     for (const std::string& name : r.sweeps) {
       for (std::size_t i = 0; i < plans.size(); ++i) {

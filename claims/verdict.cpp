@@ -29,10 +29,8 @@ Verdict lower_rule(const SeedStats& a, const SeedStats& b, double margin) {
       !std::isfinite(b.sd)) {
     return Verdict::inconclusive;
   }
-  const double gap = b.mean - a.mean;
-  if (differs_beyond_noise(a, b)) return gap > 0 ? Verdict::supported : Verdict::contradicted;
-  const double se = std::sqrt(a.sd * a.sd / static_cast<double>(a.n) + b.sd * b.sd / static_cast<double>(b.n));
-  if (std::abs(gap) + 2 * se < margin) return Verdict::contradicted;
+  if (differs_beyond_noise(a, b)) return b.mean > a.mean ? Verdict::supported : Verdict::contradicted;
+  if (equal_within(a, b, margin)) return Verdict::contradicted;
   return Verdict::inconclusive;
 }
 

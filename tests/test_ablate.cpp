@@ -508,6 +508,16 @@ TEST_CASE("seeds until decided: a point is open until it differs from the best b
   b.excess_loss = {};
   CHECK(hr::undecided_points({a, b}).empty());  // val losses equal to the digit: equal within the margin
   CHECK(hr::undecided_points({}).empty());
+
+  // equal_within on its own: |gap| + 2 se < margin, strictly; two seeds on each side.
+  const hr::SeedStats two{.n = 4, .mean = 1.0, .sd = 2.0};  // se 1 against an sd-0 side
+  CHECK(hr::equal_within(two, {.n = 4, .mean = 1.5, .sd = 0.0}, 2.5 + 1.0 / 64));
+  CHECK_FALSE(hr::equal_within(two, {.n = 4, .mean = 1.5, .sd = 0.0}, 2.5));
+  CHECK_FALSE(hr::equal_within(two, {.n = 4, .mean = 1.5, .sd = 0.0}, 2.0));  // 1 se would pass
+  CHECK_FALSE(hr::equal_within({.n = 1, .mean = 1.0, .sd = 0.0}, {.n = 4, .mean = 1.0, .sd = 0.0}, 1.0));
+  CHECK_FALSE(hr::equal_within({.n = 4, .mean = 1.0, .sd = 0.0}, {.n = 1, .mean = 1.0, .sd = 0.0}, 1.0));
+  CHECK(hr::equal_within({.n = 2, .mean = 1.0, .sd = 0.0}, {.n = 2, .mean = 1.0, .sd = 0.0}, 1.0));
+  CHECK_FALSE(hr::equal_within({.n = 4, .mean = NAN, .sd = 0.0}, {.n = 4, .mean = 1.0, .sd = 0.0}, 1.0));
 }
 
 TEST_CASE("headroom ablate --seeds auto adds a seed to every point while a comparison is open, up to --max-seeds") {
