@@ -338,7 +338,10 @@ std::vector<CaseDef> build_cases() {
                                 AttentionCase{"GQA 4 over 2, d_v != d_k", 4, 2, 2, 3, true, false},
                                 AttentionCase{"MQA, not causal", 3, 1, 2, 2, false, false},
                                 AttentionCase{"key padding, a query that sees no key", 2, 1, 2, 2, true, true},
-                                AttentionCase{"causal, 2 row blocks, GQA, padding", 2, 1, 2, 2, true, true, 33, 40}}) {
+                                AttentionCase{"causal, 2 row blocks, GQA, padding", 2, 1, 2, 2, true, true, 33, 40},
+                                AttentionCase{"heads of width 1, 2 row blocks, padding", 3, 3, 1, 1, true, true, 33, 40},
+                                AttentionCase{"d_k 1, d_v 3, GQA", 4, 2, 1, 3, true, false},
+                                AttentionCase{"d_k 3, d_v 1, not causal", 2, 2, 3, 1, false, false}}) {
     c.push_back({"attention", a.what, [=](Rng& r) {
                    const std::size_t b = 2, t = dim(r, a.min_t, a.max_t);
                    Inputs in{any({b, t, a.heads * a.dk}, r), any({b, t, a.kv_heads * a.dk}, r),

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -106,9 +107,85 @@ void masked_softmax_row(T* s, std::size_t i, std::size_t t, bool causal, const b
 // those products far slower with a transposed B (bench/README.md).
 constexpr std::size_t kSmallGemmMaxPanel = 128 * 128;
 
+// small_gemm runs its vectors along C's columns, down to 16-byte ones (4 floats);
+// columns past the last such vector go through a partial block that copies its
+// operands in and out at every step of k. Narrow heads (many heads at a small
+// d_model: d_k or d_v of 1, 2, 3, 6) make those columns most or all of a product.
+// Up to kNarrowMaxColumns columns, head_gemm hands them to a narrow product instead,
+// which runs along k a column at a time: dot products (C = A B) or scaled rows of A
+// added up (C = A^T B). Each sum has a fixed order (lane_sum's 16 lanes, or
+// p = 0, 1, ...), the same on every ISA and in every block of rows.
+constexpr std::size_t kNarrowMaxColumns = 16;
+
+// C (m, n) = alpha A B + beta C, A (m, k): row i of C, column j, is a dot product
+// of A's row i with B's column j, gathered once into `column` (k values).
+template <typename T>
+[[gnu::always_inline]] inline void narrow_product(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                                                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
+                                                  std::size_t ldc, T* column) {
+  for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t p = 0; p < k; ++p) column[p] = b[p * ldb + j];
+    for (std::size_t i = 0; i < m; ++i) {
+      const T* row = a + i * lda;
+      const T dot = fast::lane_sum<T>(k, [&](std::size_t p) { return row[p] * column[p]; });
+      T& out = c[i * ldc + j];
+      out = beta == T(0) ? alpha * dot : alpha * dot + beta * out;  // beta 0 never reads C
+    }
+  }
+}
+
+// C (m, n) = alpha A^T B + beta C, A stored (k, m): column j of C is the sum over p
+// of A's row p times B(p, j), added row by row into `column` (m values).
+template <typename T>
+[[gnu::always_inline]] inline void narrow_product_transposed(std::size_t m, std::size_t n, std::size_t k, T alpha,
+                                                             const T* a, std::size_t lda, const T* b,
+                                                             std::size_t ldb, T beta, T* c, std::size_t ldc,
+                                                             T* column) {
+  for (std::size_t j = 0; j < n; ++j) {
+    std::fill_n(column, m, T(0));
+    for (std::size_t p = 0; p < k; ++p) {
+      const T* row = a + p * lda;
+      const T bp = b[p * ldb + j];
+      for (std::size_t i = 0; i < m; ++i) column[i] += row[i] * bp;
+    }
+    for (std::size_t i = 0; i < m; ++i) {
+      T& out = c[i * ldc + j];
+      out = beta == T(0) ? alpha * column[i] : alpha * column[i] + beta * out;
+    }
+  }
+}
+
+HEADROOM_CLONES void narrow_product_f32(std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                                        std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
+                                        std::size_t ldc, float* column) {
+  narrow_product(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, column);
+}
+
+HEADROOM_CLONES void narrow_product_transposed_f32(std::size_t m, std::size_t n, std::size_t k, float alpha,
+                                                   const float* a, std::size_t lda, const float* b, std::size_t ldb,
+                                                   float beta, float* c, std::size_t ldc, float* column) {
+  narrow_product_transposed(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, column);
+}
+
 template <typename T>
 void head_gemm(bool trans_a, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
                const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  if (m == 0 || n == 0) return;
+  constexpr std::size_t vector = 16 / sizeof(T);  // values in small_gemm's narrowest vector
+  const std::size_t whole = n <= kNarrowMaxColumns ? n - n % vector : n;
+  if (whole < n) {  // columns [whole, n)
+    thread_local std::vector<T> column;
+    if (column.size() < std::max(m, k)) column.resize(std::max(m, k));
+    if (trans_a) {
+      fast::clone_if_float<T>(narrow_product_transposed_f32, [](auto... x) { narrow_product_transposed(x...); }, m,
+                              n - whole, k, alpha, a, lda, b + whole, ldb, beta, c + whole, ldc, column.data());
+    } else {
+      fast::clone_if_float<T>(narrow_product_f32, [](auto... x) { narrow_product(x...); }, m, n - whole, k, alpha,
+                              a, lda, b + whole, ldb, beta, c + whole, ldc, column.data());
+    }
+    if (whole == 0) return;
+    n = whole;
+  }
   if (n * k <= kSmallGemmMaxPanel) {
     small_gemm<T>(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {

@@ -498,7 +498,13 @@ TEST_CASE("the fused attention op equals the composed ops it replaced, values an
                          Layout{"MQA, not causal", 3, 1, 4, 2, false, false},
                          Layout{"key padding with a query that sees nothing", 2, 2, 3, 3, true, true},
                          Layout{"causal over three row blocks, GQA, padding", 4, 2, 3, 2, true, true, 70},
-                         Layout{"not causal, T = 70", 2, 2, 2, 3, false, false, 70}}) {
+                         Layout{"not causal, T = 70", 2, 2, 2, 3, false, false, 70},
+                         // Heads of width 1 and 2 run their products a column at a time
+                         // (ops_attention.cpp, narrow_product).
+                         Layout{"d_k 1, d_v 1, causal over three row blocks, padding", 6, 6, 1, 1, true, true, 70},
+                         Layout{"d_k 2, d_v 1, GQA, not causal", 4, 2, 2, 1, false, false, 37},
+                         Layout{"d_k 1, d_v 2, MQA, causal, padding", 3, 1, 1, 2, true, true, 33},
+                         Layout{"d_k 3, d_v 2 beside d_k 2, d_v 3", 2, 2, 2, 3, true, false, 40}}) {
     CAPTURE(std::string(l.what));
     hr::Rng rng(11);
     const std::size_t B = 2, T = l.T;
@@ -529,6 +535,42 @@ TEST_CASE("the fused attention op equals the composed ops it replaced, values an
       CAPTURE(i);  // 0 q, 1 k, 2 v
       CHECK(xt::allclose(fused_in[i].grad(), composed_in[i].grad(), 1e-12, 1e-13));
     }
+  }
+}
+
+// Float runs its own kernels (the per-ISA clones of the narrow products, small_gemm's
+// vector code): at every head width they must give double's values and gradients to
+// float's precision. Widths 1, 2 and 3 take the narrow path, 6 both, 16 small_gemm.
+TEST_CASE("the float attention op agrees with double at every head width, values and gradients") {
+  // T = 7: the scores' 7 key columns are a whole vector and 3 narrow ones.
+  for (const std::size_t T : {7, 70}) {
+  for (const std::size_t dk : {1, 2, 3, 6, 16}) {
+    for (const std::size_t dv : {1, 2, 16}) {
+      CAPTURE(T);
+      CAPTURE(dk);
+      CAPTURE(dv);
+      hr::Rng rng(5 + dk * 31 + dv);
+      const std::size_t B = 2, H = 4, G = 2;
+      std::vector<D> dbl;
+      std::vector<hr::Tensor<float>> flt;
+      for (const std::size_t width : {H * dk, G * dk, G * dv}) {
+        const xt::xarray<double> value = hr::normal_init<double>({B, T, width}, 1.0, rng);
+        dbl.emplace_back(value, true);
+        flt.emplace_back(xt::xarray<float>(xt::cast<float>(value)), true);
+      }
+      const D out_d = hr::attention(dbl[0], dbl[1], dbl[2], {.n_heads = H, .n_kv_heads = G, .scale = 0.6});
+      const hr::Tensor<float> out_f =
+          hr::attention(flt[0], flt[1], flt[2], {.n_heads = H, .n_kv_heads = G, .scale = 0.6f});
+      CHECK(xt::allclose(xt::cast<double>(out_f.value()), out_d.value(), 1e-4, 1e-5));
+      const xt::xarray<double> upstream = hr::normal_init<double>(out_d.shape(), 1.0, rng);
+      out_d.backward(upstream);
+      out_f.backward(xt::xarray<float>(xt::cast<float>(upstream)));
+      for (std::size_t i = 0; i < 3; ++i) {
+        CAPTURE(i);  // 0 q, 1 k, 2 v
+        CHECK(xt::allclose(xt::cast<double>(flt[i].grad()), dbl[i].grad(), 1e-3, 1e-4));
+      }
+    }
+  }
   }
 }
 
