@@ -66,6 +66,8 @@ CONFIGS = {
     "large": (512, 8, 6, 256, 8),
     "llama-tiny": (64, 4, 2, 32, 16),
     "llama": (128, 8, 4, 64, 32),
+    # The claims study's narrowest heads: 48 heads of width 1 at d_model 48.
+    "narrow": (48, 48, 2, 32, 16),
 }
 # The Llama-style blocks of docs/design.md #17, as flags both programs take: rotary
 # positions, RMSNorm, SwiGLU (d_ff 8 ceil(d_model / 3)), no biases, n_heads / 4 kv heads.
