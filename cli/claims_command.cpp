@@ -141,7 +141,7 @@ Run add_claims_command(CLI::App& app) {
   cmd->footer(
       "The claims: parameter counts, the 1/sqrt(d_k) scale, concatenating heads, several heads vs one, too many "
       "heads, MQA/GQA, the time cost of heads.");
-  cmd->add_flag("--quick", f->quick, "The small study: at most 15 minutes on 2 cores (default: the full study)");
+  cmd->add_flag("--quick", f->quick, "The small study, a smoke test: about 15 minutes on 2 cores (default: the full study, about 70)");
   cmd->add_option("--out", f->out,
                   "The study's directory: claims.json, one ablate directory per sweep, claims.md, claims.html, "
                   "claim-*.svg")
