@@ -30,8 +30,8 @@ BudgetNumbers budget_numbers(Budget budget) {
       return {.seeds = 3, .max_seeds = 3, .steps = 600, .eval_every = 200, .recall_steps = 1000, .scale_dks = "16,64,256",
               .lag_heads = "1,2,3,4,8,16,24", .recall_heads = "2,8,24"};
     case Budget::full:
-      // Claim 2's runs cost in proportion to d_k (d_k 256 takes 8 times d_k 16), and
-      // its verdicts read the largest d_k and the runs at initialisation alone: three
+      // Claim 2's runs cost more as d_k grows (docs/cli/claims.md, Budgets), and its
+      // verdicts read the largest d_k and the models at initialisation alone: three
       // points a factor of 4 apart fit the slope of 2a and draw the loss curve.
       return {.seeds = 5, .max_seeds = 10, .steps = 3000, .eval_every = 250, .recall_steps = 6000, .scale_dks = "16,64,256",
               .lag_heads = "1,2,3,4,8,16,24,48", .recall_heads = "1,2,4,8,16,24,48"};
