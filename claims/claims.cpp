@@ -56,6 +56,13 @@ const char* verdict_word(Verdict v) {
   return "cannot yet decide";
 }
 
+// Why lower_rule decided as it did, for a finding: "the gap (b - a) is 0.0117: lower
+// beyond seed noise, ...".
+std::string lower_gap(const SeedStats& a, const SeedStats& b, double margin, const std::string& unit,
+                      int digits = 4) {
+  return fmt::format("the gap is {:.{}f}: {}", b.mean - a.mean, digits, describe(lower_outcome(a, b, margin), margin, unit));
+}
+
 // The points of a heads sweep (one per head count), in grid order.
 std::vector<const PointNumbers*> by_heads(const SweepNumbers& sweep) {
   std::vector<const PointNumbers*> out;
@@ -341,10 +348,10 @@ svg::Chart compare_scaled_at_largest_dk(const SweepNumbers& sweep, ClaimRow& b) 
       b.summary += fmt::format("; stuck seeds {} of {} scaled, {} of {} unscaled", with->stuck(),
                                with->seed_losses.size(), without->stuck(), without->seed_losses.size());
     }
-    b.finding = fmt::format("At d_k {} the scaled model reached {} and the unscaled one {}: the measurement {} the "
-                            "prediction.",
+    b.finding = fmt::format("At d_k {} the scaled model reached {} and the unscaled one {}; {}, so the measurement {} "
+                            "the prediction.",
                             largest, format_stats(with->loss()), format_stats(without->loss()),
-                            verdict_word(b.verdict));
+                            lower_gap(with->loss(), without->loss(), kEqualLossMargin, "nats"), verdict_word(b.verdict));
     b.finding += fmt::format(" The rule compares means over all seeds (a \"trains better\" claim counts failures): "
                              "{} of {} scaled and {} of {} unscaled seeds were stuck (more than {} nats above their "
                              "point's best seed).",
@@ -412,11 +419,8 @@ std::vector<ClaimRow> assess_attn_scale(const SweepNumbers& sweep, const std::ve
              .sweeps = {sweep.name},
              .prediction = "at the largest d_k the unscaled scores saturate the softmax and train worse. With GPT-2's "
                            "0.02 init the unscaled scores may start too small to saturate, so this may not show",
-             .rule = fmt::format("lower rule on the final loss at the largest d_k, scaled vs unscaled: supported when "
-                                 "the scaled mean is lower beyond seed noise (2 standard errors, Welch); contradicted "
-                                 "when it is higher beyond noise, or both agree within {} nats (the 2-se interval of "
-                                 "the difference inside +-{}); else inconclusive",
-                                 kEqualLossMargin, kEqualLossMargin),
+             .rule = "lower rule on the final loss at the largest d_k, scaled vs unscaled: " +
+                     lower_rule_text("the scaled mean", kEqualLossMargin, "nats"),
              .numbers = {},
              .plot_svg = {},
              .verdict = Verdict::inconclusive,
@@ -437,10 +441,8 @@ ClaimRow assess_attn_scale_unit_init(const SweepNumbers& sweep, const std::vecto
              .prediction = "unscaled, the scores start with sd sqrt(d_k) (16 at d_k 256): each softmax row is almost "
                            "one-hot (entropy near 0), its gradient almost 0, so the scaled model trains to a lower "
                            "loss at the largest d_k",
-             .rule = fmt::format("lower rule on the final loss at the largest d_k, scaled vs unscaled: supported when "
-                                 "the scaled mean is lower beyond seed noise; contradicted when it is higher beyond "
-                                 "noise, or both agree within {} nats; else inconclusive",
-                                 kEqualLossMargin),
+             .rule = "lower rule on the final loss at the largest d_k, scaled vs unscaled: " +
+                     lower_rule_text("the scaled mean", kEqualLossMargin, "nats"),
              .numbers = {},
              .plot_svg = {},
              .verdict = Verdict::inconclusive,
@@ -471,10 +473,8 @@ std::vector<ClaimRow> assess_concat_sum(const SweepNumbers& sweep) {
       "lags, 1 layer, attention only, no LayerNorm, no biases, 3 heads of d_k 8 at d_model 24, head_combine concat "
       "or sum, d_v 8 or 12";
   const auto rule = [](const char* sum_dv) {
-    return fmt::format("lower rule on the final loss, concat (d_v 8) vs sum (d_v {}): supported when concat's mean is "
-                       "lower beyond seed noise; contradicted when higher beyond noise or equal within {} nats; else "
-                       "inconclusive",
-                       sum_dv, kEqualLossMargin);
+    return fmt::format("lower rule on the final loss, concat (d_v 8) vs sum (d_v {}): ", sum_dv) +
+           lower_rule_text("concat's mean", kEqualLossMargin, "nats");
   };
   ClaimRow a{.id = "3a",
              .claim = "Concatenating heads beats summing them (as the seed states it: same heads and d_v)",
@@ -534,9 +534,11 @@ std::vector<ClaimRow> assess_concat_sum(const SweepNumbers& sweep) {
     row.summary = fmt::format("concat {:.4f} vs sum {:.4f} (d_v {} vs {}; {} vs {} parameters)", concat->loss().mean,
                               sum->loss().mean, concat->config.model.d_v, sum->config.model.d_v,
                               count(concat->parameters), count(sum->parameters));
-    row.finding = fmt::format("At {} vs {} parameters, concat reached {} and sum {}: the measurement {} the prediction.",
+    row.finding = fmt::format("At {} vs {} parameters, concat reached {} and sum {}; {}, so the measurement {} the "
+                              "prediction.",
                               count(concat->parameters), count(sum->parameters), format_stats(concat->loss()),
-                              format_stats(sum->loss()), verdict_word(row.verdict));
+                              format_stats(sum->loss()), lower_gap(concat->loss(), sum->loss(), kEqualLossMargin, "nats"),
+                              verdict_word(row.verdict));
   };
   decide(a, same_dv);
   decide(b, same_weights);
@@ -567,9 +569,8 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
              .experiment = experiment,
              .sweeps = {sweep.name},
              .prediction = prediction,
-             .rule = fmt::format("lower rule, the excess at h = {} vs h = 1: supported when lower beyond seed noise; "
-                                 "contradicted when higher beyond noise, or equal within {} nats; else inconclusive",
-                                 lags, kEqualLossMargin),
+             .rule = fmt::format("lower rule, the excess at h = {0} vs h = 1: ", lags) +
+                     lower_rule_text(fmt::format("the excess at h = {}", lags), kEqualLossMargin, "nats"),
              .numbers = {},
              .plot_svg = {},
              .verdict = Verdict::inconclusive,
@@ -602,8 +603,9 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
   if (one != nullptr && elbow != nullptr) {
     a.verdict = lower_rule(elbow->loss(), one->loss(), kEqualLossMargin);
     a.summary = fmt::format("excess h=1 {:.4f}, h={} {:.4f}", one->loss().mean, lags, elbow->loss().mean);
-    a.finding = fmt::format("One head: {}; {} heads: {}. The measurement {} the prediction.", format_stats(one->loss()),
-                            lags, format_stats(elbow->loss()), verdict_word(a.verdict));
+    a.finding = fmt::format("One head: {}; {} heads: {}; {}, so the measurement {} the prediction.",
+                            format_stats(one->loss()), lags, format_stats(elbow->loss()),
+                            lower_gap(elbow->loss(), one->loss(), kEqualLossMargin, "nats"), verdict_word(a.verdict));
   } else {
     a.finding = fmt::format("The sweep lacks h = 1 or h = {} among its finished points.", lags);
     a.seeds_can_decide = false;
@@ -669,10 +671,11 @@ std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const Swee
       row.summary = fmt::format("d_k {}: {:.4f}; best (h={}, d_k {}): {:.4f}", narrowest->config.model.d_k,
                                 narrowest->loss().mean, best->config.model.n_heads, best->config.model.d_k,
                                 best->loss().mean);
-      row.finding = fmt::format("Heads of d_k {} reached {}; the best wider heads (h={}, d_k {}) {}. The measurement {} "
-                                "the prediction.",
+      row.finding = fmt::format("Heads of d_k {} reached {}; the best wider heads (h={}, d_k {}) {}; {}, so the "
+                                "measurement {} the prediction.",
                                 narrowest->config.model.d_k, format_stats(narrowest->loss()),
                                 best->config.model.n_heads, best->config.model.d_k, format_stats(best->loss()),
+                                lower_gap(best->loss(), narrowest->loss(), kEqualLossMargin, "nats"),
                                 verdict_word(row.verdict));
     } else {
       row.finding = "The sweep has too few finished points to compare.";
@@ -680,11 +683,9 @@ std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const Swee
     }
     return row;
   };
-  const std::string rule = fmt::format(
-      "lower rule, the best (lowest mean) point with h >= 2 and d_k >= 3 vs the narrowest heads: supported when the "
-      "best is lower beyond seed noise; contradicted when the narrowest is lower beyond noise, or both are equal "
-      "within {} nats; else inconclusive",
-      kEqualLossMargin);
+  const std::string rule =
+      "lower rule, the best (lowest mean) point with h >= 2 and d_k >= 3 vs the narrowest heads: " +
+      lower_rule_text("the best point's mean", kEqualLossMargin, "nats");
   ClaimRow a = assess(lags, {.id = "5a",
                              .claim = "Too many heads hurt: heads too narrow to carry a token's table",
                              .experiment = "the sweep of claim 4 out to d_k 2 and 1 (h = 24, 48)",
@@ -784,11 +785,10 @@ ClaimRow assess_head_time(const SweepNumbers& sweep) {
                .sweeps = {sweep.name},
                .prediction = "the FLOPs are the same at every h, but more, smaller matrix products (and softmaxes over "
                              "h rows) run slower per FLOP, so tokens/s falls as h grows",
-               .rule = fmt::format("lower rule on tokens/s, the most heads with h <= 16 vs h = 1: supported when it "
-                                   "is lower beyond seed noise; contradicted when higher beyond noise, or equal within "
-                                   "{:.0f}% of h = 1's; else inconclusive. Runs share the machine's cores with each "
-                                   "other and anything else running, which is in the noise",
-                                   100 * kTimeMargin),
+               .rule = "lower rule on tokens/s, the most heads with h <= 16 vs h = 1: " +
+                       lower_rule_text("its tokens/s", 100 * kTimeMargin, "percent of h = 1's tokens/s") +
+                       ". Runs share the machine's cores with each other and anything else running, which is in "
+                       "the noise",
                .numbers = {},
                .plot_svg = {},
                .verdict = Verdict::inconclusive,
@@ -812,9 +812,12 @@ ClaimRow assess_head_time(const SweepNumbers& sweep) {
     row.verdict = lower_rule(most->tokens_per_s, one->tokens_per_s, kTimeMargin * one->tokens_per_s.mean);
     row.summary = fmt::format("tokens/s h=1 {:.0f}, h={} {:.0f}", one->tokens_per_s.mean,
                               most->config.model.n_heads, most->tokens_per_s.mean);
-    row.finding = fmt::format("One head trained {} tokens/s, {} heads {}: the measurement {} the prediction.",
+    row.finding = fmt::format("One head trained {} tokens/s, {} heads {}; {}, so the measurement {} the prediction.",
                               format_stats(one->tokens_per_s, 0), most->config.model.n_heads,
-                              format_stats(most->tokens_per_s, 0), verdict_word(row.verdict));
+                              format_stats(most->tokens_per_s, 0),
+                              lower_gap(most->tokens_per_s, one->tokens_per_s, kTimeMargin * one->tokens_per_s.mean,
+                                        "tokens/s", 0),
+                              verdict_word(row.verdict));
   } else {
     row.finding = "The sweep lacks h = 1 or a larger h up to 16 among its finished points.";
     row.seeds_can_decide = false;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace headroom {
 
 std::string to_string(Verdict verdict) {
@@ -25,13 +27,62 @@ Verdict exact_rule(const std::vector<ExactCheck>& checks) {
 }
 
 Verdict lower_rule(const SeedStats& a, const SeedStats& b, double margin) {
+  switch (lower_outcome(a, b, margin)) {
+    case LowerOutcome::lower_by_more_than_margin:
+      return Verdict::supported;
+    case LowerOutcome::higher:
+    case LowerOutcome::equal:
+      return Verdict::contradicted;
+    case LowerOutcome::lower_within_margin:
+    case LowerOutcome::within_noise:
+    case LowerOutcome::unknown:
+      break;
+  }
+  return Verdict::inconclusive;
+}
+
+LowerOutcome lower_outcome(const SeedStats& a, const SeedStats& b, double margin) {
   if (a.n < 2 || b.n < 2 || !std::isfinite(a.mean) || !std::isfinite(b.mean) || !std::isfinite(a.sd) ||
       !std::isfinite(b.sd)) {
-    return Verdict::inconclusive;
+    return LowerOutcome::unknown;
   }
-  if (differs_beyond_noise(a, b)) return b.mean > a.mean ? Verdict::supported : Verdict::contradicted;
-  if (equal_within(a, b, margin)) return Verdict::contradicted;
-  return Verdict::inconclusive;
+  // The equality test comes first and "lower" asks for more than the margin, so that
+  // the regions are disjoint: a true gap inside the margin can only end as "equal"
+  // as seeds are added, never as "supported" on one seed set and "equal" on another.
+  if (equal_within(a, b, margin)) return LowerOutcome::equal;
+  if (differs_beyond_noise(a, b)) {
+    if (a.mean > b.mean) return LowerOutcome::higher;
+    return b.mean - a.mean > margin ? LowerOutcome::lower_by_more_than_margin : LowerOutcome::lower_within_margin;
+  }
+  return LowerOutcome::within_noise;
+}
+
+std::string describe(LowerOutcome outcome, double margin, const std::string& unit) {
+  switch (outcome) {
+    case LowerOutcome::lower_by_more_than_margin:
+      return fmt::format("lower beyond seed noise, by more than the {} {} margin", margin, unit);
+    case LowerOutcome::lower_within_margin:
+      return fmt::format("lower beyond seed noise, but by less than the {} {} margin (more seeds will show "
+                         "whether it is equal)",
+                         margin, unit);
+    case LowerOutcome::higher:
+      return "higher beyond seed noise";
+    case LowerOutcome::equal:
+      return fmt::format("equal within {} {} (the two-standard-error interval of the gap inside the margin)", margin,
+                         unit);
+    case LowerOutcome::within_noise:
+      return "neither lower beyond seed noise nor shown equal";
+    case LowerOutcome::unknown:
+      break;
+  }
+  return "not comparable (fewer than 2 finished seeds)";
+}
+
+std::string lower_rule_text(const std::string& subject, double margin, const std::string& unit) {
+  return fmt::format("supported when {0} is lower beyond seed noise (2 standard errors, Welch) and by more than {1} "
+                     "{2}; contradicted when it is higher beyond noise, or the two are equal within {1} {2} (the "
+                     "2-se interval of the gap inside +-{1}); else inconclusive",
+                     subject, margin, unit);
 }
 
 namespace {

@@ -31,14 +31,33 @@ struct ExactCheck {
 // when one differs, inconclusive when there is none.
 Verdict exact_rule(const std::vector<ExactCheck>& checks);
 
-// The claim "a is lower than b" (a loss, an excess loss, a step time):
-//   supported     a and b differ beyond noise and a.mean < b.mean;
-//   contradicted  they differ beyond noise and a.mean > b.mean, or they are shown
-//                 equal: |b.mean - a.mean| + 2 se < margin (the whole two-standard-error
-//                 interval of the difference lies inside +-margin);
-//   inconclusive  otherwise, and whenever either has fewer than 2 seeds.
-// se is sqrt(sd_a^2 / n_a + sd_b^2 / n_b), as in differs_beyond_noise.
+// The claim "a is lower than b" (a loss, an excess loss, a step time), with se =
+// sqrt(sd_a^2 / n_a + sd_b^2 / n_b) as in differs_beyond_noise:
+//   supported     a is lower beyond noise (b - a > 2 se) and by more than the margin
+//                 (b - a > margin);
+//   contradicted  a is higher beyond noise (a - b > 2 se), or the two are equal:
+//                 |b - a| + 2 se < margin (the whole two-standard-error interval of
+//                 the gap lies inside +-margin);
+//   inconclusive  otherwise (within noise; or lower beyond noise by less than the
+//                 margin, which more seeds turn into "equal" or "supported"), and
+//                 whenever either side has fewer than 2 seeds.
 Verdict lower_rule(const SeedStats& a, const SeedStats& b, double margin);
+
+// Which branch of lower_rule decided, so a report can say why.
+enum class LowerOutcome {
+  lower_by_more_than_margin,  // supported
+  lower_within_margin,        // inconclusive: beyond noise, inside the margin
+  higher,                     // contradicted
+  equal,                      // contradicted: equal within the margin
+  within_noise,               // inconclusive
+  unknown,                    // inconclusive: fewer than 2 seeds a side, or a non-finite number
+};
+LowerOutcome lower_outcome(const SeedStats& a, const SeedStats& b, double margin);
+// "lower beyond seed noise, by more than the 0.02 nats margin", ...
+std::string describe(LowerOutcome outcome, double margin, const std::string& unit);
+// The rule in words for a report, of "a is lower" with `subject` naming a:
+// "supported when the scaled mean is lower beyond seed noise ... else inconclusive".
+std::string lower_rule_text(const std::string& subject, double margin, const std::string& unit);
 
 // The claim "x is about zero" (an excess loss at or past the elbow), with a tolerance:
 //   supported     mean + 2 se <= tolerance;

@@ -62,6 +62,13 @@ TEST_CASE("claims rules: the lower rule follows the two-standard-error noise rul
   CHECK(hr::lower_rule(stats(0.20, 0.01, 5), stats(0.10, 0.01, 5), 0.02) == hr::Verdict::contradicted);
   // Equal: |gap| + 2 se = 0.001 + 0.0126 < 0.02.
   CHECK(hr::lower_rule(stats(0.100, 0.01, 5), stats(0.101, 0.01, 5), 0.02) == hr::Verdict::contradicted);
+  // Lower beyond noise (0.015 > 2 se = 0.0126) but by less than the margin, with the
+  // interval reaching past it (0.015 + 0.0126 > 0.02): not yet decided either way.
+  CHECK(hr::lower_rule(stats(0.100, 0.01, 5), stats(0.115, 0.01, 5), 0.02) == hr::Verdict::inconclusive);
+  CHECK(hr::lower_outcome(stats(0.100, 0.01, 5), stats(0.115, 0.01, 5), 0.02) == hr::LowerOutcome::lower_within_margin);
+  // Lower beyond noise and inside the margin (0.011 + 2 se 0.0013 < 0.02): equal, contradicted.
+  CHECK(hr::lower_rule(stats(0.100, 0.001, 5), stats(0.111, 0.001, 5), 0.02) == hr::Verdict::contradicted);
+  CHECK(hr::lower_outcome(stats(0.100, 0.001, 5), stats(0.111, 0.001, 5), 0.02) == hr::LowerOutcome::equal);
   // A gap of 0.01 within noise of sd 0.05: neither shown lower nor shown equal.
   CHECK(hr::lower_rule(stats(0.10, 0.05, 5), stats(0.11, 0.05, 5), 0.02) == hr::Verdict::inconclusive);
   // One seed: the noise is unknown.
@@ -100,10 +107,21 @@ TEST_CASE("claims rules: every threshold of every rule, on both sides") {
   };
   // Beyond noise: |gap| > 2 se, strictly.
   CHECK(lower(2 + e, e) == V::supported);
+  CHECK(lower(2 + e, 0) == V::supported);
   CHECK(lower(2.0, e) == V::inconclusive);
   CHECK(lower(2 - e, e) == V::inconclusive);
   CHECK(lower(-(2 + e), e) == V::contradicted);
   CHECK(lower(-2.0, e) == V::inconclusive);
+  // Supported asks the gap to exceed the margin too, strictly; beyond noise but not
+  // past the margin (and not shown equal) is undecided.
+  CHECK(lower(2 + 2 * e, 2 + e) == V::supported);
+  CHECK(lower(2 + e, 2 + e) == V::inconclusive);
+  CHECK(lower(3.0, 3 + e) == V::inconclusive);
+  CHECK(hr::lower_outcome(stats(10.0, 2.0, 4), stats(13.0, 0.0, 4), 3 + e) == hr::LowerOutcome::lower_within_margin);
+  // Equal comes first: beyond noise and inside the margin is equal, not lower.
+  CHECK(lower(2 + e, 4 + 2 * e) == V::contradicted);
+  CHECK(lower(2 + e, 4 + e) == V::inconclusive);
+  CHECK(hr::lower_outcome(stats(10.0, 2.0, 4), stats(12.0 + e, 0.0, 4), 4 + 2 * e) == hr::LowerOutcome::equal);
   // Equal: |gap| + 2 se < margin, strictly; |gap| + 1 se would be below the margin of 2.
   CHECK(lower(0.5, 2.5 + e) == V::contradicted);
   CHECK(lower(-0.5, 2.5 + e) == V::contradicted);
@@ -337,6 +355,16 @@ TEST_CASE("claim 7: tokens per second against the head count") {
   CHECK(hr::assess_head_time(sweep(50000, 30000)).verdict == hr::Verdict::supported);
   CHECK(hr::assess_head_time(sweep(30000, 50000)).verdict == hr::Verdict::contradicted);
   CHECK(hr::assess_head_time(sweep(50000, 50050)).verdict == hr::Verdict::contradicted);  // equal within 5%
+  // 4% slower beyond noise is still inside the 5% margin: equal (2 se = 163) ...
+  CHECK(hr::assess_head_time(sweep(50000, 48000)).verdict == hr::Verdict::contradicted);
+  // ... or, noisier, not yet decided: lower beyond noise, by less than the margin.
+  const hr::SweepNumbers noisy{.name = "4-heads-lags",
+                               .points = {heads_point(1, stats(0.2, 0.01, 3), stats(50000, 500, 3)),
+                                          heads_point(16, stats(0.0, 0.01, 3), stats(48000, 500, 3))}};
+  const hr::ClaimRow row = hr::assess_head_time(noisy);
+  CHECK(row.verdict == hr::Verdict::inconclusive);
+  CHECK(row.finding.find("the gap is 2000: lower beyond seed noise, but by less than the 2500 tokens/s margin") !=
+        std::string::npos);
   // The margin is 5% of one head's speed: a gap of 5 with 2 se = 40 is equal to 1000
   // (45 < 50) and not shown equal to 880 (45 > 44).
   auto timed = [](double one, double gap) {
@@ -369,7 +397,7 @@ TEST_CASE("claims report: a fake set of results gives a table row per claim, com
   CHECK(study.seeds == 3);
   hr::SweepNumbers heads{.name = "4-heads-lags",
                          .points = {heads_point(1, stats(0.25, 0.01, 3), stats(50000, 500, 3)),
-                                    heads_point(2, stats(0.01, 0.005, 3), stats(48000, 500, 3)),
+                                    heads_point(2, stats(0.01, 0.005, 3), stats(40000, 500, 3)),
                                     heads_point(48, stats(0.30, 0.02, 3), stats(20000, 500, 3))}};
   std::vector<hr::ClaimRow> rows{hr::assess_mha_parameters(nullptr)};
   for (hr::ClaimRow& r : hr::assess_several_heads(heads, 2)) rows.push_back(std::move(r));
