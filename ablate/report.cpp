@@ -535,7 +535,7 @@ SeedStats seed_stats(const std::vector<double>& values) {
   return s;
 }
 
-std::vector<std::string> undecided_points(const std::vector<PointSummary>& points, double margin) {
+std::vector<std::string> undecided_points(const std::vector<PointSummary>& points, double margin, std::string* best_point) {
   bool excess = !points.empty();
   for (const PointSummary& p : points) excess = excess && p.excess_loss.n > 0;
   const auto loss = [&](const PointSummary& p) -> const SeedStats& { return excess ? p.excess_loss : p.val_loss; };
@@ -543,6 +543,7 @@ std::vector<std::string> undecided_points(const std::vector<PointSummary>& point
   for (const PointSummary& p : points) {
     if (std::isfinite(loss(p).mean) && (best == nullptr || loss(p).mean < loss(*best).mean)) best = &p;
   }
+  if (best_point != nullptr) *best_point = best == nullptr ? std::string() : best->point;
   std::vector<std::string> open;
   for (const PointSummary& p : points) {
     if (&p == best) continue;

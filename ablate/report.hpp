@@ -104,8 +104,10 @@ inline constexpr double kEqualLossNats = 0.02;
 // differ from it beyond noise nor are shown equal to it (|gap| + 2 se < margin, se
 // as in differs_beyond_noise). The loss compared is the excess loss where every
 // point knows it, else the val loss; the best is the point of lowest mean. A point
-// with fewer than 2 seeds is undecided; the best point itself is not listed.
-std::vector<std::string> undecided_points(const std::vector<PointSummary>& points, double margin = kEqualLossNats);
+// with fewer than 2 seeds is undecided; the best point itself is not listed, and
+// goes to `best` when given (empty when no point has a finite loss).
+std::vector<std::string> undecided_points(const std::vector<PointSummary>& points, double margin = kEqualLossNats,
+                                          std::string* best = nullptr);
 
 // One row per grid point with a finished run, in grid order, with the noise marks
 // against the point of lowest mean val loss, the one of highest mean accuracy and the

@@ -333,8 +333,12 @@ SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
   std::size_t steps_to_do = 0, resumed = 0;
   for (std::size_t i = 0; i < plan.runs.size(); ++i) {
     if (!options.shard.has(i)) continue;
-    ++outcome.in_shard;
     const PlannedRun& run = plan.runs[i];
+    if (options.only && !options.only(run)) {
+      ++outcome.left_out;
+      continue;
+    }
+    ++outcome.in_shard;
     const fs::path dir = options.out_dir / "runs" / run.id;
     if (run_finished(dir)) {
       ++outcome.finished_before;
@@ -353,7 +357,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
 
   const std::size_t jobs = std::max<std::size_t>(1, std::min(options.jobs, pending.size()));
   Reporter report(options.on_event);
-  report({.kind = SweepEvent::Kind::planned, .in_shard = outcome.in_shard,
+  report({.kind = SweepEvent::Kind::planned, .in_shard = outcome.in_shard, .left_out = outcome.left_out,
           .finished_before = outcome.finished_before, .to_run = pending.size(), .resumed = resumed, .jobs = jobs,
           .steps_to_do = steps_to_do});
   if (pending.empty()) return outcome;

@@ -189,8 +189,9 @@ struct SweepEvent {
   Kind kind = Kind::planned;
   const PlannedRun* run = nullptr;  // all but planned
   // planned:
-  std::size_t in_shard = 0;         // runs of the grid in this shard
-  std::size_t finished_before = 0;  // of those, already finished
+  std::size_t in_shard = 0;         // runs of the grid in this shard (and asked for: AblateOptions::only)
+  std::size_t left_out = 0;         // runs of the shard AblateOptions::only did not ask for
+  std::size_t finished_before = 0;  // of those asked for, already finished
   std::size_t to_run = 0;           // to train now
   std::size_t resumed = 0;          // of those, resuming from a checkpoint
   std::size_t jobs = 0;             // side by side
@@ -216,10 +217,15 @@ struct AblateOptions {
   // Passed to every run as TrainOptions::track_heads (needed when the runs have
   // train.track_heads; interp/head_tracking.hpp's track_heads).
   std::function<std::vector<HeadTrack>(TransformerLM<float>&, const std::vector<Batch>&)> track_heads{};
+  // When set, only the runs it accepts are trained (or counted) by this call; the rest
+  // of the grid stays in sweep.json, untrained unless a later call asks for it. Seeds
+  // until decided use it to give a round's new seed to the compared points alone.
+  std::function<bool(const PlannedRun&)> only{};
 };
 
 struct SweepOutcome {
-  std::size_t in_shard = 0;          // runs of the grid in this shard
+  std::size_t in_shard = 0;          // runs of the grid in this shard (and asked for: AblateOptions::only)
+  std::size_t left_out = 0;          // runs of the shard AblateOptions::only did not ask for
   std::size_t finished_before = 0;   // skipped: their result.json was already there
   std::vector<std::string> trained;  // finished now
   std::vector<std::string> stopped;  // stopped early by stop_requested, with a checkpoint

@@ -187,6 +187,18 @@ void add_replication(std::vector<ClaimRow>& all, const std::vector<ClaimRow>& a,
     all[i].replicated = true;
     all[i].set_a = a[i].verdict;
     all[i].set_b = b[i].verdict;
+    // A point either seed set compares is compared (5a's best point may differ).
+    if (!all[i].compared.empty()) {
+      for (const std::vector<ClaimRow>* set : {&a, &b}) {
+        const std::vector<ClaimRow::Point>& theirs = (*set)[i].compared;
+        if (theirs.empty()) continue;
+        for (const ClaimRow::Point& p : theirs) {
+          if (std::find(all[i].compared.begin(), all[i].compared.end(), p) == all[i].compared.end()) {
+            all[i].compared.push_back(p);
+          }
+        }
+      }
+    }
   }
 }
 
@@ -343,6 +355,7 @@ svg::Chart compare_scaled_at_largest_dk(const SweepNumbers& sweep, ClaimRow& b) 
   });
   if (with != nullptr && without != nullptr) {
     b.verdict = lower_rule(with->loss(), without->loss(), kEqualLossMargin);
+    b.compared = {{sweep.name, with->point}, {sweep.name, without->point}};
     b.summary = fmt::format("d_k {}: scaled {:.4f}, unscaled {:.4f}", largest, with->loss().mean, without->loss().mean);
     if (with->stuck() + without->stuck() > 0) {
       b.summary += fmt::format("; stuck seeds {} of {} scaled, {} of {} unscaled", with->stuck(),
@@ -531,6 +544,7 @@ std::vector<ClaimRow> assess_concat_sum(const SweepNumbers& sweep) {
       return;
     }
     row.verdict = lower_rule(concat->loss(), sum->loss(), kEqualLossMargin);
+    row.compared = {{sweep.name, concat->point}, {sweep.name, sum->point}};
     row.summary = fmt::format("concat {:.4f} vs sum {:.4f} (d_v {} vs {}; {} vs {} parameters)", concat->loss().mean,
                               sum->loss().mean, concat->config.model.d_v, sum->config.model.d_v,
                               count(concat->parameters), count(sum->parameters));
@@ -602,6 +616,7 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
   const PointNumbers* elbow = sweep.find([&](const ModelConfig& m) { return m.n_heads == lags; });
   if (one != nullptr && elbow != nullptr) {
     a.verdict = lower_rule(elbow->loss(), one->loss(), kEqualLossMargin);
+    a.compared = {{sweep.name, elbow->point}, {sweep.name, one->point}};
     a.summary = fmt::format("excess h=1 {:.4f}, h={} {:.4f}", one->loss().mean, lags, elbow->loss().mean);
     a.finding = fmt::format("One head: {}; {} heads: {}; {}, so the measurement {} the prediction.",
                             format_stats(one->loss()), lags, format_stats(elbow->loss()),
@@ -613,6 +628,7 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
   if (elbow != nullptr) {
     const SeedStats trained = elbow->trained_loss();
     b.verdict = near_zero_rule(trained, kNearZeroExcess);
+    b.compared = {{sweep.name, elbow->point}};
     b.numbers.push_back(heads_line(*elbow));
     b.summary = fmt::format("excess h={} {}", lags, format_stats(trained));
     b.finding = fmt::format("{} heads end {} above the Bayes loss: the measurement {} \"about 0\" (within {} nats).",
@@ -668,6 +684,7 @@ std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const Swee
       row.seeds_can_decide = false;
     } else if (narrowest != nullptr && best != nullptr) {
       row.verdict = lower_rule(best->loss(), narrowest->loss(), kEqualLossMargin);
+      row.compared = {{sweep.name, best->point}, {sweep.name, narrowest->point}};
       row.summary = fmt::format("d_k {}: {:.4f}; best (h={}, d_k {}): {:.4f}", narrowest->config.model.d_k,
                                 narrowest->loss().mean, best->config.model.n_heads, best->config.model.d_k,
                                 best->loss().mean);
@@ -810,6 +827,7 @@ ClaimRow assess_head_time(const SweepNumbers& sweep) {
   chart.series.push_back(std::move(s));
   if (one != nullptr && most != nullptr) {
     row.verdict = lower_rule(most->tokens_per_s, one->tokens_per_s, kTimeMargin * one->tokens_per_s.mean);
+    row.compared = {{sweep.name, most->point}, {sweep.name, one->point}};
     row.summary = fmt::format("tokens/s h=1 {:.0f}, h={} {:.0f}", one->tokens_per_s.mean,
                               most->config.model.n_heads, most->tokens_per_s.mean);
     row.finding = fmt::format("One head trained {} tokens/s, {} heads {}; {}, so the measurement {} the prediction.",

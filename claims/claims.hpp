@@ -96,7 +96,17 @@ struct ClaimRow {
   // False where more seeds would not move the verdict: exact counts, a task no point
   // learned, runs still improving at the end (the budget decides), points missing.
   bool seeds_can_decide = true;
-  std::size_t seeds_per_set = 0;  // what the sweeps it reads had when it was assessed (run_claims)
+  // The points its rule compares, by sweep and point id ("4-heads-lags", "h2-dk24"):
+  // the ones seeds until decided grow while it is open. Empty: every point of its
+  // sweeps (a rule fitted over the whole grid, as 2a's slopes).
+  struct Point {
+    std::string sweep, point;
+    bool operator==(const Point&) const = default;
+  };
+  std::vector<Point> compared{};
+  // The seeds a set its verdict rests on: the most any compared point has (every
+  // point of its sweeps when `compared` is empty); set by assess_study.
+  std::size_t seeds_per_set = 0;
 };
 
 // Each row of `all` (the claims assessed on every seed) with the verdicts of the

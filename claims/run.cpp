@@ -1,5 +1,6 @@
 #include "claims/run.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <map>
@@ -142,6 +143,22 @@ std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPl
   }
   std::vector<ClaimRow> rows = assess_claims(study, plans, numbers[0], init[0]);
   add_replication(rows, assess_claims(study, plans, numbers[1], init[1]), assess_claims(study, plans, numbers[2], init[2]));
+  // Seeds a set: the most finished seeds either set has at a compared point (at any
+  // point of the claim's sweeps when it compares none).
+  for (ClaimRow& r : rows) {
+    for (std::size_t set = 1; set <= 2; ++set) {
+      for (std::size_t i = 0; i < plans.size(); ++i) {
+        const std::string& name = study.sweeps[i].name;
+        if (std::find(r.sweeps.begin(), r.sweeps.end(), name) == r.sweeps.end()) continue;
+        for (const PointNumbers& p : numbers[set][i].points) {
+          const bool compared = r.compared.empty() ||
+                                std::find(r.compared.begin(), r.compared.end(), ClaimRow::Point{name, p.point}) !=
+                                    r.compared.end();
+          if (compared) r.seeds_per_set = std::max(r.seeds_per_set, p.val_loss.n);
+        }
+      }
+    }
+  }
   return rows;
 }
 
@@ -166,22 +183,31 @@ std::vector<SweepTally> tally_study(const Study& study, const std::vector<SweepP
   return out;
 }
 
-std::set<std::size_t> sweeps_to_grow(const Study& study, const std::vector<ClaimRow>& rows,
-                                     const std::vector<std::size_t>& per_set, std::vector<std::string>* open) {
-  std::set<std::size_t> grow;
+std::map<std::size_t, std::set<std::string>> sweeps_to_grow(const Study& study, const std::vector<ClaimRow>& rows,
+                                                            const std::vector<std::size_t>& per_set,
+                                                            std::vector<std::string>* open) {
+  std::map<std::size_t, std::set<std::string>> grow;
+  std::set<std::size_t> every_point;  // sweeps a claim reads as a whole
   for (const ClaimRow& r : rows) {
     if (r.settled() || !r.seeds_can_decide) continue;
     bool room = false;
     for (const std::string& name : r.sweeps) {
       for (std::size_t i = 0; i < study.sweeps.size() && i < per_set.size(); ++i) {
-        if (study.sweeps[i].name == name && per_set[i] < study.max_seeds) {
-          grow.insert(i);
-          room = true;
+        if (study.sweeps[i].name != name || per_set[i] >= study.max_seeds) continue;
+        std::set<std::string>& points = grow[i];
+        bool any = false;
+        for (const ClaimRow::Point& p : r.compared) {
+          if (p.sweep != name) continue;
+          points.insert(p.point);
+          any = true;
         }
+        if (!any) every_point.insert(i);
+        room = true;
       }
     }
     if (room && open != nullptr) open->push_back(r.id);
   }
+  for (const std::size_t i : every_point) grow[i].clear();
   return grow;
 }
 
@@ -199,8 +225,10 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
     if (options.on_event) options.on_event(e);
   };
   ClaimsOutcome outcome;
-  // Runs sweep i as plans[i] says (its runs finished before are skipped).
-  const auto run_one = [&](std::size_t i, const ClaimSweep& sweep, std::size_t round) {
+  // Runs sweep i as plans[i] says (its runs finished before are skipped), those `only`
+  // accepts where it is given.
+  const auto run_one = [&](std::size_t i, const ClaimSweep& sweep, std::size_t round,
+                           std::function<bool(const PlannedRun&)> only) {
     ClaimsEvent started{.kind = ClaimsEvent::Kind::sweep_started, .index = i + 1, .count = plans.size(),
                         .sweep = &sweep, .plan = &plans[i], .event = nullptr, .outcome = nullptr, .round = round};
     emit(started);
@@ -214,7 +242,9 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
                                wrapped.event = &e;
                                emit(wrapped);
                              },
-                         .stop_requested = options.stop_requested};
+                         .stop_requested = options.stop_requested,
+                         .track_heads = {},
+                         .only = std::move(only)};
     outcome.sweeps.push_back(run_sweep(plans[i], ablate));
     const SweepOutcome& done = outcome.sweeps.back();
     (void)write_reports(plans[i], dir / sweep.name, kTargetAccuracy);
@@ -225,12 +255,13 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
     emit(finished);
     if (done.interrupted) outcome.interrupted = true;
   };
-  for (std::size_t i = 0; i < plans.size() && !outcome.interrupted; ++i) run_one(i, study.sweeps[i], 1);
+  for (std::size_t i = 0; i < plans.size() && !outcome.interrupted; ++i) run_one(i, study.sweeps[i], 1, {});
 
   // Seeds until decided: while a claim is not settled and more seeds could settle it,
-  // every sweep it reads gains one seed a set, up to study.max_seeds. The rounds are
-  // decided from the finished runs alone, so a rerun replays them and trains nothing
-  // it has.
+  // the points it compares gain one seed a set, up to study.max_seeds. Each round's
+  // seeds are new to every point, and the rounds are decided from the finished runs
+  // alone (a plan collects the runs of its seeds), so a rerun replays them and trains
+  // nothing it has.
   std::vector<std::size_t> per_set(plans.size(), study.seeds);
   std::vector<ClaimRow> rows;  // the assessment of the runs as they are, when nothing has run since
   for (std::size_t round = 2; !outcome.interrupted; ++round) {
@@ -238,30 +269,26 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
           .event = nullptr, .outcome = nullptr, .round = round - 1});
     rows = assess_study(study, plans, dir);
     std::vector<std::string> open;
-    const std::set<std::size_t> grow = sweeps_to_grow(study, rows, per_set, &open);
+    const std::map<std::size_t, std::set<std::string>> grow = sweeps_to_grow(study, rows, per_set, &open);
     if (grow.empty()) break;
     rows.clear();
     emit({.kind = ClaimsEvent::Kind::round_started, .index = 0, .count = plans.size(), .sweep = nullptr,
           .plan = nullptr, .event = nullptr, .outcome = nullptr, .round = round, .open_claims = open});
-    for (const std::size_t i : grow) {
+    for (const auto& [i, points] : grow) {
       if (outcome.interrupted) break;
       ++per_set[i];
       const ClaimSweep sweep = study.grown(study.sweeps[i].name, per_set[i]);
       const SweepSpec spec = sweep.spec();
       check_grid_size(spec, kDefaultMaxRuns);
+      const std::set<std::uint64_t> had(plans[i].seeds.begin(), plans[i].seeds.end());
       plans[i] = plan_sweep(spec);
       check_sweep_memory(plans[i], options.jobs);
-      run_one(i, sweep, round);
+      run_one(i, sweep, round, [had, points](const PlannedRun& run) {
+        return had.count(run.seed) == 0 && (points.empty() || points.count(run.point) > 0);
+      });
     }
   }
   outcome.rows = rows.empty() ? assess_study(study, plans, dir) : std::move(rows);
-  for (ClaimRow& r : outcome.rows) {
-    for (const std::string& name : r.sweeps) {
-      for (std::size_t i = 0; i < plans.size(); ++i) {
-        if (study.sweeps[i].name == name) r.seeds_per_set = std::max(r.seeds_per_set, per_set[i]);
-      }
-    }
-  }
   outcome.markdown = write_claims_report(study, outcome.rows, dir, tally_study(study, plans, dir));
   return outcome;
 }

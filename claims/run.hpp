@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -69,13 +70,16 @@ struct ClaimsOutcome {
   std::size_t failed = 0;            // runs that failed, over all sweeps
 };
 
-// Seeds until decided: the sweeps (indices into study.sweeps) the next round grows by
-// one seed a set: those a claim reads that is not settled, that more seeds could
+// Seeds until decided: what the next round grows by one seed a set, as sweep index
+// (into study.sweeps) -> the points of it that gain the seed (empty: every point).
+// A sweep grows where a claim reads it that is not settled, that more seeds could
 // settle (ClaimRow::seeds_can_decide), while the sweep has fewer than
-// study.max_seeds a set (per_set[i] now). `open`, when given, receives those claims' ids.
-std::set<std::size_t> sweeps_to_grow(const Study& study, const std::vector<ClaimRow>& rows,
-                                     const std::vector<std::size_t>& per_set,
-                                     std::vector<std::string>* open = nullptr);
+// study.max_seeds a set (per_set[i] now); the points are the ones such claims compare
+// (ClaimRow::compared; a claim comparing none grows every point). `open`, when
+// given, receives those claims' ids.
+std::map<std::size_t, std::set<std::string>> sweeps_to_grow(const Study& study, const std::vector<ClaimRow>& rows,
+                                                            const std::vector<std::size_t>& per_set,
+                                                            std::vector<std::string>* open = nullptr);
 
 // check_claims_dir, then writes claims.json and runs each sweep in turn (run_sweep),
 // writes its ablate reports (write_reports), then runs rounds of seeds until decided
@@ -92,7 +96,7 @@ std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPl
 // How far each sweep has got, and what its runs cost: the report's table of sweeps.
 struct SweepTally {
   std::string name;
-  std::size_t runs = 0, finished = 0;
+  std::size_t runs = 0, finished = 0;  // the grid's runs at its seeds now, and those finished
   double run_seconds = 0;  // the finished runs' wall times, summed (runs side by side overlap)
   std::size_t seeds_per_set = 0;  // the seeds a set it has now (more than the study's after rounds)
 };

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unistd.h>
 
@@ -76,8 +77,9 @@ int run_merge(const AblateFlags& f) {
 
 // The runner's plan for this shard, in one line.
 void print_plan(const SweepEvent& e, const Shard& shard) {
-  fmt::print("{} runs in this {}: {} finished before (skipped), {} to run{}\n", e.in_shard,
+  fmt::print("{} runs in this {}{}: {} finished before (skipped), {} to run{}\n", e.in_shard,
              shard.count > 1 ? fmt::format("shard ({}/{})", shard.index, shard.count) : std::string("sweep"),
+             e.left_out == 0 ? std::string() : fmt::format(" (and {} of points not compared, left untrained)", e.left_out),
              e.finished_before, e.to_run,
              e.to_run == 0 ? std::string() : fmt::format(" ({} resumed from checkpoints), {} at a time", e.resumed, e.jobs));
   std::fflush(stdout);
@@ -230,13 +232,17 @@ int run_ablate(const AblateFlags& f) {
                         .track_heads = track_heads};
   outcome = run_sweep(plan, options);
   board.close();
-  // Seeds until decided: one more seed for every point while a point's comparison
-  // with the best is open and the cap allows; finished runs are never trained again.
+  // Seeds until decided: while a point's comparison with the best is open and the cap
+  // allows, one more seed for the open points and the best, the points compared; the
+  // rest keep the seeds they have. Finished runs are never trained again, and each
+  // round's seed is new to every point, so a rerun replays the rounds from the
+  // finished runs alone.
   while (seeds_auto && !outcome.interrupted && outcome.failed.empty()) {
+    std::string best;
     const std::vector<std::string> open =
-        undecided_points(summarize(plan, collect_results(plan, dir, f.target_acc)));
+        undecided_points(summarize(plan, collect_results(plan, dir, f.target_acc)), kEqualLossNats, &best);
     if (open.empty() || auto_seeds >= max_seeds) {
-      fmt::print("--seeds auto: {} with {} seeds a point{}\n",
+      fmt::print("--seeds auto: {} with up to {} seeds a point{}\n",
                  open.empty() ? "every comparison with the best point decided" : "not decided at --max-seeds",
                  auto_seeds, open.empty() ? "" : fmt::format(" ({} open)", open.size()));
       break;
@@ -245,12 +251,19 @@ int run_ablate(const AblateFlags& f) {
     if (!f.quiet) {
       std::string names;
       for (std::size_t i = 0; i < open.size() && i < 6; ++i) names += (i == 0 ? "" : ", ") + open[i];
-      fmt::print("--seeds auto: {} point{} not decided against the best ({}{}): seed {} for every point\n",
-                 open.size(), open.size() == 1 ? "" : "s", names, open.size() > 6 ? ", ..." : "", auto_seeds);
+      fmt::print("--seeds auto: {} point{} not decided against the best ({}{}): seed {} for them and the best, {}\n",
+                 open.size(), open.size() == 1 ? "" : "s", names, open.size() > 6 ? ", ..." : "", auto_seeds,
+                 best.empty() ? "none yet" : best);
       std::fflush(stdout);
     }
+    const std::set<std::uint64_t> had(plan.seeds.begin(), plan.seeds.end());
+    std::set<std::string> compared(open.begin(), open.end());
+    if (!best.empty()) compared.insert(best);
     plan = plan_of(f, &lr_by_norms, auto_seeds);
     check_sweep_memory(plan, f.jobs);
+    options.only = [had, compared](const PlannedRun& run) {
+      return compared.count(run.point) > 0 && had.count(run.seed) == 0;
+    };
     SweepBoard round_board(isatty(fileno(stdout)) != 0, f.quiet);
     options.on_event = [&](const SweepEvent& e) {
       if (e.kind == SweepEvent::Kind::planned && !f.quiet) print_plan(e, shard);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -520,7 +521,7 @@ TEST_CASE("seeds until decided: a point is open until it differs from the best b
   CHECK_FALSE(hr::equal_within({.n = 4, .mean = NAN, .sd = 0.0}, {.n = 4, .mean = 1.0, .sd = 0.0}, 1.0));
 }
 
-TEST_CASE("headroom ablate --seeds auto adds a seed to every point while a comparison is open, up to --max-seeds") {
+TEST_CASE("headroom ablate --seeds auto adds a seed to the compared points while a comparison is open, up to --max-seeds") {
   const TempDir tmp("ablate_seeds_auto");
   const fs::path dir = tmp.path() / "sweep";
   const std::string grid = "ablate --task copy --vocab 8 --seq-len 6 --d-model 16 --layers 1 --steps 40 --warmup 5 "
@@ -532,16 +533,39 @@ TEST_CASE("headroom ablate --seeds auto adds a seed to every point while a compa
   const std::size_t seeds = sweep["seeds"].size();
   CHECK(seeds >= 3);
   CHECK(seeds <= 4);
-  CHECK(sweep["runs"].size() == 3 * seeds);
+  CHECK(sweep["runs"].size() == 3 * seeds);  // the grid; the rounds train part of it
   // What it printed is what the finished runs say.
   const hr::SweepPlan plan = hr::read_sweep_plan(dir);
-  const std::vector<std::string> open = hr::undecided_points(hr::summarize(plan, hr::collect_results(plan, dir, 0.99)));
+  const std::vector<hr::RunResult> finished = hr::collect_results(plan, dir, 0.99);
+  const std::vector<std::string> open = hr::undecided_points(hr::summarize(plan, finished));
   if (open.empty()) {
-    CHECK(r.output.find(fmt::format("--seeds auto: every comparison with the best point decided with {} seeds", seeds)) !=
-          std::string::npos);
+    CHECK(r.output.find(fmt::format("--seeds auto: every comparison with the best point decided with up to {} seeds a "
+                                    "point", seeds)) != std::string::npos);
   } else {
     CHECK(seeds == 4);
-    CHECK(r.output.find("--seeds auto: not decided at --max-seeds with 4 seeds a point") != std::string::npos);
+    CHECK(r.output.find("--seeds auto: not decided at --max-seeds with up to 4 seeds a point") != std::string::npos);
+  }
+  // Each round's seed went to the points compared after the round before (the open
+  // ones and the best), and to no other: replayed here from the runs of the earlier seeds.
+  std::size_t trained = 0;
+  for (const hr::RunResult& x : finished) {
+    if (x.run->seed < 3) ++trained;
+  }
+  CHECK(trained == 9);
+  for (std::size_t k = 3; k < seeds; ++k) {
+    hr::SweepPlan before = plan;
+    before.seeds.resize(k);
+    std::erase_if(before.runs, [&](const hr::PlannedRun& run) { return run.seed >= k; });
+    std::string best;
+    const std::vector<std::string> was_open =
+        hr::undecided_points(hr::summarize(before, hr::collect_results(before, dir, 0.99)), hr::kEqualLossNats, &best);
+    REQUIRE_FALSE(was_open.empty());
+    std::set<std::string> want(was_open.begin(), was_open.end()), got;
+    want.insert(best);
+    for (const hr::RunResult& x : finished) {
+      if (x.run->seed == k) got.insert(x.run->point);
+    }
+    CHECK(got == want);
   }
   // Again: the same rounds from the finished runs, nothing trained.
   const CliResult again = run_headroom(grid);

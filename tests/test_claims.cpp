@@ -488,10 +488,28 @@ TEST_CASE("seeds until decided: a round grows the sweeps of the claims not settl
     }
     return study.sweeps.size();
   };
+  using Grow = std::map<std::size_t, std::set<std::string>>;
   std::vector<std::string> open;
-  CHECK(hr::sweeps_to_grow(study, rows, per_set, &open) == std::set<std::size_t>{index("2-attn-scale")});
+  // 2b compares no point by name here: its whole sweep grows.
+  CHECK(hr::sweeps_to_grow(study, rows, per_set, &open) == Grow{{index("2-attn-scale"), {}}});
   CHECK(open == std::vector<std::string>{"2b"});
-  per_set[index("2-attn-scale")] = 10;  // at the cap: nothing more
+  // Comparing two points, only those grow; a settled claim's points do not.
+  rows[0].compared = {{"2-attn-scale", "h2-dk256-attn_scale1"}, {"2-attn-scale", "h2-dk256-attn_scalenull"}};
+  rows[1].compared = {{"4-heads-lags", "h1-dk48"}, {"4-heads-lags", "h2-dk24"}};
+  CHECK(hr::sweeps_to_grow(study, rows, per_set) ==
+        Grow{{index("2-attn-scale"), {"h2-dk256-attn_scale1", "h2-dk256-attn_scalenull"}}});
+  // Two open claims on one sweep: the union of their points; one reading the whole
+  // sweep (2a's slopes) makes every point grow.
+  rows.push_back(row("5a", {"4-heads-lags"}, V::inconclusive, V::supported));
+  rows.back().compared = {{"4-heads-lags", "h3-dk16"}, {"4-heads-lags", "h48-dk1"}};
+  rows.push_back(row("4b", {"4-heads-lags"}, V::supported, V::inconclusive));
+  rows.back().compared = {{"4-heads-lags", "h2-dk24"}};
+  CHECK(hr::sweeps_to_grow(study, rows, per_set)[index("4-heads-lags")] ==
+        std::set<std::string>{"h2-dk24", "h3-dk16", "h48-dk1"});
+  rows.push_back(row("2a", {"2-attn-scale"}, V::supported, V::inconclusive));
+  CHECK(hr::sweeps_to_grow(study, rows, per_set)[index("2-attn-scale")].empty());
+  per_set[index("2-attn-scale")] = 10;  // at the cap: nothing more there
+  per_set[index("4-heads-lags")] = 10;
   CHECK(hr::sweeps_to_grow(study, rows, per_set).empty());
 }
 
