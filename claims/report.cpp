@@ -104,9 +104,11 @@ std::string claims_markdown(const Study& study, const std::vector<ClaimRow>& row
   }
   out += fmt::format("\n{}\n", kVerdictRules);
   if (!tallies.empty()) {
-    out += "\n| sweep | runs finished | run time (s, summed) | s per run |\n|---|---|---|---|\n";
+    out += "\nRounds of seeds until decided train the compared points alone, so a grown sweep has finished fewer "
+           "runs than its grid holds; its command fills the grid.\n";
+    out += "\n| sweep | runs finished (of the grid) | run time (s, summed) | s per run |\n|---|---|---|---|\n";
     for (const SweepTally& t : tallies) {
-      out += fmt::format("| [{0}]({0}/summary.md) | {1} of {2} | {3:.0f} | {4} |\n", t.name, t.finished, t.runs,
+      out += fmt::format("| [{0}]({0}/summary.md) | {1} ({2}) | {3:.0f} | {4} |\n", t.name, t.finished, t.runs,
                          t.run_seconds,
                          t.finished == 0 ? std::string("-") : fmt::format("{:.1f}", t.run_seconds / t.finished));
     }
@@ -155,9 +157,9 @@ std::string claims_html(const Study& study, const std::vector<ClaimRow>& rows, c
   }
   out += fmt::format("</table>\n<p>{}</p>\n", svg::escape(kVerdictRules));
   if (!tallies.empty()) {
-    out += "<table>\n<tr><th>sweep</th><th>runs finished</th><th>run time (s, summed)</th></tr>\n";
+    out += "<table>\n<tr><th>sweep</th><th>runs finished (of the grid)</th><th>run time (s, summed)</th></tr>\n";
     for (const SweepTally& t : tallies) {
-      out += fmt::format("<tr><td><a href=\"{0}/report.html\">{0}</a></td><td>{1} of {2}</td><td>{3:.0f}</td></tr>\n",
+      out += fmt::format("<tr><td><a href=\"{0}/report.html\">{0}</a></td><td>{1} ({2})</td><td>{3:.0f}</td></tr>\n",
                          svg::escape(t.name), t.finished, t.runs, t.run_seconds);
     }
     out += "</table>\n";

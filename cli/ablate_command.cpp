@@ -79,7 +79,7 @@ int run_merge(const AblateFlags& f) {
 void print_plan(const SweepEvent& e, const Shard& shard) {
   fmt::print("{} runs in this {}{}: {} finished before (skipped), {} to run{}\n", e.in_shard,
              shard.count > 1 ? fmt::format("shard ({}/{})", shard.index, shard.count) : std::string("sweep"),
-             e.left_out == 0 ? std::string() : fmt::format(" (and {} of points not compared, left untrained)", e.left_out),
+             e.left_out == 0 ? std::string() : fmt::format(" asked for at the compared points (the grid's other {} are not)", e.left_out),
              e.finished_before, e.to_run,
              e.to_run == 0 ? std::string() : fmt::format(" ({} resumed from checkpoints), {} at a time", e.resumed, e.jobs));
   std::fflush(stdout);

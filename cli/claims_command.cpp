@@ -80,7 +80,11 @@ int run_claims_command(const ClaimsFlags& f) {
                 break;
               case ClaimsEvent::Kind::sweep_event:
                 if (e.event->kind == SweepEvent::Kind::planned && !f.quiet) {
-                  fmt::print("  {} runs: {} finished before (skipped), {} to run\n", e.event->in_shard,
+                  fmt::print("  {} runs{}: {} finished before (skipped), {} to run\n", e.event->in_shard,
+                             e.event->left_out == 0
+                                 ? std::string()
+                                 : fmt::format(" asked for at the compared points (the grid's other {} are not)",
+                                               e.event->left_out),
                              e.event->finished_before, e.event->to_run);
                   std::fflush(stdout);
                 }
@@ -105,7 +109,7 @@ int run_claims_command(const ClaimsFlags& f) {
                 if (!f.quiet) {
                   std::string open;
                   for (const std::string& id : e.open_claims) open += (open.empty() ? "" : ", ") + id;
-                  fmt::print("\nround {}: not settled yet: {}; one more seed a set in the sweeps they read (up to {} "
+                  fmt::print("\nround {}: not settled yet: {}; one more seed a set at the points they compare (up to {} "
                              "a set)\n",
                              e.round, open, study.max_seeds);
                   std::fflush(stdout);
