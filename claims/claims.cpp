@@ -63,6 +63,19 @@ std::string lower_gap(const SeedStats& a, const SeedStats& b, double margin, con
   return fmt::format("the gap is {:.{}f}: {}", b.mean - a.mean, digits, describe(lower_outcome(a, b, margin), margin, unit));
 }
 
+// For a table cell: what a lower-rule verdict that is not a plain "lower" rests on
+// ("; equal within 0.02 (gap 0.0119)"), else nothing.
+std::string gap_note(const SeedStats& a, const SeedStats& b, double margin, int digits = 4) {
+  switch (lower_outcome(a, b, margin)) {
+    case LowerOutcome::equal:
+      return fmt::format("; equal within {:.{}f} (gap {:.{}f})", margin, digits, b.mean - a.mean, digits);
+    case LowerOutcome::lower_within_margin:
+      return fmt::format("; lower by {:.{}f}, inside the {:.{}f} margin", b.mean - a.mean, digits, margin, digits);
+    default:
+      return {};
+  }
+}
+
 // The points of a heads sweep (one per head count), in grid order.
 std::vector<const PointNumbers*> by_heads(const SweepNumbers& sweep) {
   std::vector<const PointNumbers*> out;
@@ -356,7 +369,8 @@ svg::Chart compare_scaled_at_largest_dk(const SweepNumbers& sweep, ClaimRow& b) 
   if (with != nullptr && without != nullptr) {
     b.verdict = lower_rule(with->loss(), without->loss(), kEqualLossMargin);
     b.compared = {{sweep.name, with->point}, {sweep.name, without->point}};
-    b.summary = fmt::format("d_k {}: scaled {:.4f}, unscaled {:.4f}", largest, with->loss().mean, without->loss().mean);
+    b.summary = fmt::format("d_k {}: scaled {:.4f}, unscaled {:.4f}{}", largest, with->loss().mean, without->loss().mean,
+                            gap_note(with->loss(), without->loss(), kEqualLossMargin));
     if (with->stuck() + without->stuck() > 0) {
       b.summary += fmt::format("; stuck seeds {} of {} scaled, {} of {} unscaled", with->stuck(),
                                with->seed_losses.size(), without->stuck(), without->seed_losses.size());
@@ -545,9 +559,10 @@ std::vector<ClaimRow> assess_concat_sum(const SweepNumbers& sweep) {
     }
     row.verdict = lower_rule(concat->loss(), sum->loss(), kEqualLossMargin);
     row.compared = {{sweep.name, concat->point}, {sweep.name, sum->point}};
-    row.summary = fmt::format("concat {:.4f} vs sum {:.4f} (d_v {} vs {}; {} vs {} parameters)", concat->loss().mean,
+    row.summary = fmt::format("concat {:.4f} vs sum {:.4f} (d_v {} vs {}; {} vs {} parameters){}", concat->loss().mean,
                               sum->loss().mean, concat->config.model.d_v, sum->config.model.d_v,
-                              count(concat->parameters), count(sum->parameters));
+                              count(concat->parameters), count(sum->parameters),
+                              gap_note(concat->loss(), sum->loss(), kEqualLossMargin));
     row.finding = fmt::format("At {} vs {} parameters, concat reached {} and sum {}; {}, so the measurement {} the "
                               "prediction.",
                               count(concat->parameters), count(sum->parameters), format_stats(concat->loss()),
@@ -617,7 +632,8 @@ std::vector<ClaimRow> assess_several_heads(const SweepNumbers& sweep, std::size_
   if (one != nullptr && elbow != nullptr) {
     a.verdict = lower_rule(elbow->loss(), one->loss(), kEqualLossMargin);
     a.compared = {{sweep.name, elbow->point}, {sweep.name, one->point}};
-    a.summary = fmt::format("excess h=1 {:.4f}, h={} {:.4f}", one->loss().mean, lags, elbow->loss().mean);
+    a.summary = fmt::format("excess h=1 {:.4f}, h={} {:.4f}{}", one->loss().mean, lags, elbow->loss().mean,
+                            gap_note(elbow->loss(), one->loss(), kEqualLossMargin));
     a.finding = fmt::format("One head: {}; {} heads: {}; {}, so the measurement {} the prediction.",
                             format_stats(one->loss()), lags, format_stats(elbow->loss()),
                             lower_gap(elbow->loss(), one->loss(), kEqualLossMargin, "nats"), verdict_word(a.verdict));
@@ -685,9 +701,9 @@ std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const Swee
     } else if (narrowest != nullptr && best != nullptr) {
       row.verdict = lower_rule(best->loss(), narrowest->loss(), kEqualLossMargin);
       row.compared = {{sweep.name, best->point}, {sweep.name, narrowest->point}};
-      row.summary = fmt::format("d_k {}: {:.4f}; best (h={}, d_k {}): {:.4f}", narrowest->config.model.d_k,
+      row.summary = fmt::format("d_k {}: {:.4f}; best (h={}, d_k {}): {:.4f}{}", narrowest->config.model.d_k,
                                 narrowest->loss().mean, best->config.model.n_heads, best->config.model.d_k,
-                                best->loss().mean);
+                                best->loss().mean, gap_note(best->loss(), narrowest->loss(), kEqualLossMargin));
       row.finding = fmt::format("Heads of d_k {} reached {}; the best wider heads (h={}, d_k {}) {}; {}, so the "
                                 "measurement {} the prediction.",
                                 narrowest->config.model.d_k, format_stats(narrowest->loss()),
@@ -828,8 +844,9 @@ ClaimRow assess_head_time(const SweepNumbers& sweep) {
   if (one != nullptr && most != nullptr) {
     row.verdict = lower_rule(most->tokens_per_s, one->tokens_per_s, kTimeMargin * one->tokens_per_s.mean);
     row.compared = {{sweep.name, most->point}, {sweep.name, one->point}};
-    row.summary = fmt::format("tokens/s h=1 {:.0f}, h={} {:.0f}", one->tokens_per_s.mean,
-                              most->config.model.n_heads, most->tokens_per_s.mean);
+    row.summary = fmt::format("tokens/s h=1 {:.0f}, h={} {:.0f}{}", one->tokens_per_s.mean,
+                              most->config.model.n_heads, most->tokens_per_s.mean,
+                              gap_note(most->tokens_per_s, one->tokens_per_s, kTimeMargin * one->tokens_per_s.mean, 0));
     row.finding = fmt::format("One head trained {} tokens/s, {} heads {}; {}, so the measurement {} the prediction.",
                               format_stats(one->tokens_per_s, 0), most->config.model.n_heads,
                               format_stats(most->tokens_per_s, 0),

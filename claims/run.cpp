@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -143,21 +144,23 @@ std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPl
   }
   std::vector<ClaimRow> rows = assess_claims(study, plans, numbers[0], init[0]);
   add_replication(rows, assess_claims(study, plans, numbers[1], init[1]), assess_claims(study, plans, numbers[2], init[2]));
-  // Seeds a set: the most finished seeds either set has at a compared point (at any
-  // point of the claim's sweeps when it compares none).
+  // Seeds a set: the most finished seeds either set has at a compared point; when the
+  // claim compares none (it reads every point: 2a's slopes), the seeds every point has.
   for (ClaimRow& r : rows) {
-    for (std::size_t set = 1; set <= 2; ++set) {
-      for (std::size_t i = 0; i < plans.size(); ++i) {
-        const std::string& name = study.sweeps[i].name;
-        if (std::find(r.sweeps.begin(), r.sweeps.end(), name) == r.sweeps.end()) continue;
-        for (const PointNumbers& p : numbers[set][i].points) {
-          const bool compared = r.compared.empty() ||
-                                std::find(r.compared.begin(), r.compared.end(), ClaimRow::Point{name, p.point}) !=
-                                    r.compared.end();
-          if (compared) r.seeds_per_set = std::max(r.seeds_per_set, p.val_loss.n);
+    std::size_t most = 0, common = SIZE_MAX;
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      const std::string& name = study.sweeps[i].name;
+      if (std::find(r.sweeps.begin(), r.sweeps.end(), name) == r.sweeps.end()) continue;
+      for (std::size_t k = 0; k < numbers[1][i].points.size() && k < numbers[2][i].points.size(); ++k) {
+        const std::string& point = numbers[1][i].points[k].point;
+        const std::size_t n = std::max(numbers[1][i].points[k].val_loss.n, numbers[2][i].points[k].val_loss.n);
+        common = std::min(common, n);
+        if (std::find(r.compared.begin(), r.compared.end(), ClaimRow::Point{name, point}) != r.compared.end()) {
+          most = std::max(most, n);
         }
       }
     }
+    r.seeds_per_set = r.compared.empty() ? (common == SIZE_MAX ? 0 : common) : most;
   }
   return rows;
 }

@@ -366,6 +366,9 @@ TEST_CASE("claim 7: tokens per second against the head count") {
   CHECK(row.verdict == hr::Verdict::inconclusive);
   CHECK(row.finding.find("the gap is 2000: lower beyond seed noise, but by less than the 2500 tokens/s margin") !=
         std::string::npos);
+  CHECK(row.summary.find("; lower by 2000, inside the 2500 margin") != std::string::npos);
+  CHECK(hr::assess_head_time(sweep(50000, 48000)).summary.find("; equal within 2500 (gap 2000)") != std::string::npos);
+  CHECK(hr::assess_head_time(sweep(50000, 30000)).summary.find("gap") == std::string::npos);
   // The margin is 5% of one head's speed: a gap of 5 with 2 se = 40 is equal to 1000
   // (45 < 50) and not shown equal to 880 (45 > 44).
   auto timed = [](double one, double gap) {
