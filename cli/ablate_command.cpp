@@ -339,9 +339,9 @@ Run add_ablate_command(CLI::App& app) {
           ->check(parsed_by([](const std::string& t) { parse_sweep_flag(t); }, "KEY=V1,V2,..."));
   CLI::Option* seeds =
       grid->add_option("--seeds", f->seeds,
-                       "Seeds per point: a count N (seeds 0..N-1), a list 0,5,9, or auto: 3, then one more for every "
-                       "point while a point is neither beyond noise from the best nor equal to it within 0.02 nats, "
-                       "up to --max-seeds (default 3)")
+                       "Seeds per point: a count N (seeds 0..N-1), a list 0,5,9, or auto: 3, then one more for the "
+                       "open points and the best while a point is neither beyond noise from the best nor equal to it "
+                       "within 0.02 nats, up to --max-seeds (default 3)")
           ->check(parsed_by(
               [](const std::string& t) {
                 if (t != "auto") parse_seeds(t);

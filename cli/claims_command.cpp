@@ -157,8 +157,8 @@ Run add_claims_command(CLI::App& app) {
                   "settled where both sets give it (default: 3 with --quick, 5 for the full study)")
       ->check(kCount);
   cmd->add_option("--max-seeds", f->max_seeds,
-                  "Seeds until decided: a claim not settled grows the sweeps it reads by one seed a set per round, up "
-                  "to this many a set (default: 10 for the full study; 3 with --quick, which adds none)")
+                  "Seeds until decided: a claim not settled gives the points it compares one more seed a set per "
+                  "round, up to this many a set (default: 10 for the full study; 3 with --quick, which adds none)")
       ->check(kCount);
   cmd->add_option("--seed-offset", f->seed_offset,
                   "The first seed: another offset replicates the whole study on seeds it has not used (default 0)")
