@@ -248,19 +248,19 @@ int run_ablate(const AblateFlags& f) {
       break;
     }
     ++auto_seeds;
-    if (!f.quiet) {
-      std::string names;
-      for (std::size_t i = 0; i < open.size() && i < 6; ++i) names += (i == 0 ? "" : ", ") + open[i];
-      fmt::print("--seeds auto: {} point{} not decided against the best ({}{}): seed {} for them and the best, {}\n",
-                 open.size(), open.size() == 1 ? "" : "s", names, open.size() > 6 ? ", ..." : "", auto_seeds,
-                 best.empty() ? "none yet" : best);
-      std::fflush(stdout);
-    }
     const std::set<std::uint64_t> had(plan.seeds.begin(), plan.seeds.end());
     std::set<std::string> compared(open.begin(), open.end());
     if (!best.empty()) compared.insert(best);
     plan = plan_of(f, &lr_by_norms, auto_seeds);
     check_sweep_memory(plan, f.jobs);
+    if (!f.quiet) {
+      std::string names;
+      for (std::size_t i = 0; i < open.size() && i < 6; ++i) names += (i == 0 ? "" : ", ") + open[i];
+      fmt::print("--seeds auto: {} point{} not decided against the best ({}{}): seed {} for them and the best, {}\n",
+                 open.size(), open.size() == 1 ? "" : "s", names, open.size() > 6 ? ", ..." : "", plan.seeds.back(),
+                 best.empty() ? "none yet" : best);
+      std::fflush(stdout);
+    }
     options.only = [had, compared](const PlannedRun& run) {
       return compared.count(run.point) > 0 && had.count(run.seed) == 0;
     };

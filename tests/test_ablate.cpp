@@ -560,6 +560,7 @@ TEST_CASE("headroom ablate --seeds auto adds a seed to the compared points while
     const std::vector<std::string> was_open =
         hr::undecided_points(hr::summarize(before, hr::collect_results(before, dir, 0.99)), hr::kEqualLossNats, &best);
     REQUIRE_FALSE(was_open.empty());
+    CHECK(r.output.find(fmt::format("): seed {} for them and the best, {}\n", k, best)) != std::string::npos);
     std::set<std::string> want(was_open.begin(), was_open.end()), got;
     want.insert(best);
     for (const hr::RunResult& x : finished) {
