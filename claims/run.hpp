@@ -32,7 +32,7 @@ struct ClaimsEvent {
     sweep_event,     // one of its runner's events: event
     sweep_finished,  // its runs are done (or stopped) and its ablate reports written: outcome
     assessing,       // the claims are being assessed (claim 2 measures its models at initialisation)
-    round_started,   // seeds until decided: round `round` grows the sweeps of open_claims by a seed a set
+    round_started,   // seeds until decided: round `round` gives the points open_claims compare a seed a set
   };
   Kind kind = Kind::sweep_started;
   std::size_t index = 0, count = 0;  // 1-based

@@ -65,9 +65,9 @@ struct Study {
   Budget budget = Budget::quick;
   std::size_t seeds = 0;           // per seed set: each point trains 2 * seeds
   std::uint64_t seed_offset = 0;   // the first seed: another offset replicates the study on other seeds
-  // Seeds until decided: a claim not settled with `seeds` a set grows the sweeps it
-  // reads by one seed a set per round, up to this many (claims/run.hpp). Not part of
-  // the directory's identity: a rerun may raise it.
+  // Seeds until decided: a claim not settled with `seeds` a set gives the points it
+  // compares one more seed a set per round, up to this many (claims/run.hpp). Not
+  // part of the directory's identity: a rerun may raise it.
   std::size_t max_seeds = 0;
   // The set `seed` (one of this study's) belongs to.
   SeedSet set_of(std::uint64_t seed) const { return (seed - seed_offset) % 2 == 0 ? SeedSet::a : SeedSet::b; }

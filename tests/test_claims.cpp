@@ -462,7 +462,7 @@ TEST_CASE("claims study: each sweep's spec is what its printed ablate command bu
   CHECK(error_of([] { hr::make_study(hr::Budget::quick, 3, hr::kMaxSeedOffset + 1); }).find("--seed-offset ") == 0);
 }
 
-TEST_CASE("seeds until decided: a round grows the sweeps of the claims not settled that seeds could settle") {
+TEST_CASE("seeds until decided: a round grows the compared points of the claims not settled that seeds could settle") {
   const hr::Study study = hr::make_study(hr::Budget::full);  // 5 a set, up to 10
   CHECK(study.max_seeds == 10);
   CHECK(hr::make_study(hr::Budget::quick).max_seeds == 3);
