@@ -334,6 +334,10 @@ void check_flags_read(const TrainFlags& f, const std::vector<TrainConfig>& runs)
   const Conditional conditionals[] = {
       {"train.momentum", "--momentum", [](const OptimConfig& o) { return o.optimizer == OptimizerKind::sgd; },
        [](const OptimConfig& o) { return fmt::format("{}", o.momentum); }, "only --optimizer sgd has momentum"},
+      {"train.beta1", "--beta1", [](const OptimConfig& o) { return o.optimizer != OptimizerKind::sgd; },
+       [](const OptimConfig& o) { return fmt::format("{}", o.beta1); }, "--optimizer sgd has no Adam moments"},
+      {"train.beta2", "--beta2", [](const OptimConfig& o) { return o.optimizer != OptimizerKind::sgd; },
+       [](const OptimConfig& o) { return fmt::format("{}", o.beta2); }, "--optimizer sgd has no Adam moments"},
       {"train.min_lr", "--min-lr", [](const OptimConfig& o) { return o.schedule == LrScheduleKind::warmup_cosine; },
        [](const OptimConfig& o) { return fmt::format("{}", o.min_lr); }, "only --schedule cosine decays to a floor"},
       {"train.warmup", "--warmup", [](const OptimConfig& o) { return o.schedule != LrScheduleKind::constant; },

@@ -337,6 +337,10 @@ TEST_CASE("train and ablate refuse an optimizer or schedule flag that no run rea
   check_refused("train --min-lr 0.001 --schedule constant", "--min-lr 0.001: only --schedule cosine decays to a floor");
   check_refused("train --min-lr 0.001 --schedule inverse_sqrt", "--min-lr 0.001: only --schedule cosine");
   check_refused("train --warmup 10 --schedule constant", "--warmup 10: --schedule constant has no warm-up");
+  check_refused("train --optimizer sgd --beta1 0.8", "--beta1 0.8: --optimizer sgd has no Adam moments");
+  check_refused("train --optimizer sgd --beta2 0.99", "--beta2 0.99: --optimizer sgd has no Adam moments");
+  check_refused("train --beta2 1", "beta2 must be in [0, 1), got 1");
+  check_refused("train --beta1 -0.1", "--beta1");
   const TempDir tmp("sample_flags_optim");
   check_refused("ablate --out " + (tmp / "sweep").string() + " --momentum 0.5", "--momentum 0.5: only --optimizer sgd");
   CHECK_FALSE(fs::exists(tmp / "sweep"));

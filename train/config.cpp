@@ -131,6 +131,8 @@ void TrainConfig::validate() const {
   if (!(o.lr > 0) || !std::isfinite(o.lr)) throw std::invalid_argument(fmt::format("lr must be a positive number, got {}", o.lr));
   if (!(o.clip >= 0) || !std::isfinite(o.clip)) throw std::invalid_argument(fmt::format("clip must be >= 0 (0 is off), got {}", o.clip));
   if (!(o.weight_decay >= 0)) throw std::invalid_argument(fmt::format("weight_decay must be >= 0, got {}", o.weight_decay));
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) throw std::invalid_argument(fmt::format("beta1 must be in [0, 1), got {}", o.beta1));
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) throw std::invalid_argument(fmt::format("beta2 must be in [0, 1), got {}", o.beta2));
   if (o.threads < 1 || o.threads > kMaxThreads) {
     throw std::invalid_argument(fmt::format("threads must be from 1 to {}, got {}", kMaxThreads, o.threads));
   }

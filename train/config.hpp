@@ -63,6 +63,8 @@ struct OptimConfig {
   double clip = 1.0;                // global gradient-norm clip; 0 turns it off
   double weight_decay = 0.01;       // AdamW decoupled / Adam, SGD L2
   double momentum = 0.9;            // SGD
+  double beta1 = 0.9;               // Adam and AdamW: the moments' decay rates
+  double beta2 = 0.999;
   std::uint64_t seed = 0;
   int threads = 1;                  // threads for the GEMMs and headroom's loops (set_threads)
   std::size_t eval_every = 100;     // steps between validations

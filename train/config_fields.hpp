@@ -73,6 +73,13 @@ void for_each_optim_field(Visit&& visit) {
                            "(default {})",
                    .check = C::non_negative}));
   visit(field("momentum", &O::momentum, Flag{.help = "SGD momentum (default 0.9); refused with another optimizer", .check = C::non_negative}));
+  visit(field("beta1", &O::beta1,
+              Flag{.help = "Adam's and AdamW's first-moment decay, in [0, 1) (default {}); refused with sgd",
+                   .check = C::non_negative}));
+  visit(field("beta2", &O::beta2,
+              Flag{.help = "Adam's and AdamW's second-moment decay, in [0, 1) (default {}; nanoGPT's small recipes "
+                           "use 0.99); refused with sgd",
+                   .check = C::non_negative}));
   visit(field("seed", &O::seed, Flag{.help = "Seed for weights, batches and dropout (default 0)", .check = C::whole_number}));
   visit(field("threads", &O::threads,
               Flag{.help = "threads for the GEMMs and for headroom's own loops, at most 256 (default 1)", .check = C::whole_number}));

@@ -9,9 +9,11 @@ std::unique_ptr<Optimizer<float>> make_optimizer(const OptimConfig& o, NamedPara
   switch (o.optimizer) {
     case OptimizerKind::adamw:
       return std::make_unique<AdamW<float>>(std::move(params),
-                                            AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
+                                            AdamWOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2,
+                                                         .weight_decay = o.weight_decay});
     case OptimizerKind::adam:
-      return std::make_unique<Adam<float>>(std::move(params), AdamOptions{.lr = o.lr, .weight_decay = o.weight_decay});
+      return std::make_unique<Adam<float>>(
+          std::move(params), AdamOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .weight_decay = o.weight_decay});
     case OptimizerKind::sgd:
       return std::make_unique<SGD<float>>(std::move(params),
                                           SGDOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
