@@ -319,6 +319,13 @@ void train_run(const Pending& p, RunDirLock& lock, const fs::path& run_dir, cons
 
 }  // namespace
 
+std::function<bool(const PlannedRun&)> new_seeds_at(const SweepPlan& before, std::set<std::string> points) {
+  return [had = std::set<std::uint64_t>(before.seeds.begin(), before.seeds.end()),
+          points = std::move(points)](const PlannedRun& run) {
+    return had.count(run.seed) == 0 && (points.empty() || points.count(run.point) > 0);
+  };
+}
+
 SweepOutcome run_sweep(const SweepPlan& plan, const AblateOptions& options) {
   check_sweep_dir(options.out_dir, plan);
   check_sweep_memory(plan, options.jobs);

@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -222,6 +223,10 @@ struct AblateOptions {
   // until decided use it to give a round's new seed to the compared points alone.
   std::function<bool(const PlannedRun&)> only{};
 };
+
+// For AblateOptions::only in seeds until decided: the runs of a grown plan whose seed
+// `before` did not have, at `points` (point ids; empty: every point).
+std::function<bool(const PlannedRun&)> new_seeds_at(const SweepPlan& before, std::set<std::string> points);
 
 struct SweepOutcome {
   std::size_t in_shard = 0;          // runs of the grid in this shard (and asked for: AblateOptions::only)

@@ -205,9 +205,7 @@ void add_replication(std::vector<ClaimRow>& all, const std::vector<ClaimRow>& a,
     // A point either seed set compares is compared (5a's best point may differ).
     if (!all[i].compared.empty()) {
       for (const std::vector<ClaimRow>* set : {&a, &b}) {
-        const std::vector<ClaimRow::Point>& theirs = (*set)[i].compared;
-        if (theirs.empty()) continue;
-        for (const ClaimRow::Point& p : theirs) {
+        for (const ClaimRow::Point& p : (*set)[i].compared) {
           if (std::find(all[i].compared.begin(), all[i].compared.end(), p) == all[i].compared.end()) {
             all[i].compared.push_back(p);
           }

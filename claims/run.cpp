@@ -283,12 +283,10 @@ ClaimsOutcome run_claims(const Study& study, const ClaimsOptions& options) {
       const ClaimSweep sweep = study.grown(study.sweeps[i].name, per_set[i]);
       const SweepSpec spec = sweep.spec();
       check_grid_size(spec, kDefaultMaxRuns);
-      const std::set<std::uint64_t> had(plans[i].seeds.begin(), plans[i].seeds.end());
+      auto only = new_seeds_at(plans[i], points);
       plans[i] = plan_sweep(spec);
       check_sweep_memory(plans[i], options.jobs);
-      run_one(i, sweep, round, [had, points](const PlannedRun& run) {
-        return had.count(run.seed) == 0 && (points.empty() || points.count(run.point) > 0);
-      });
+      run_one(i, sweep, round, std::move(only));
     }
   }
   outcome.rows = rows.empty() ? assess_study(study, plans, dir) : std::move(rows);

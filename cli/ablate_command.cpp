@@ -248,9 +248,9 @@ int run_ablate(const AblateFlags& f) {
       break;
     }
     ++auto_seeds;
-    const std::set<std::uint64_t> had(plan.seeds.begin(), plan.seeds.end());
     std::set<std::string> compared(open.begin(), open.end());
     if (!best.empty()) compared.insert(best);
+    options.only = new_seeds_at(plan, std::move(compared));
     plan = plan_of(f, &lr_by_norms, auto_seeds);
     check_sweep_memory(plan, f.jobs);
     if (!f.quiet) {
@@ -261,9 +261,6 @@ int run_ablate(const AblateFlags& f) {
                  best.empty() ? "none yet" : best);
       std::fflush(stdout);
     }
-    options.only = [had, compared](const PlannedRun& run) {
-      return compared.count(run.point) > 0 && had.count(run.seed) == 0;
-    };
     SweepBoard round_board(isatty(fileno(stdout)) != 0, f.quiet);
     options.on_event = [&](const SweepEvent& e) {
       if (e.kind == SweepEvent::Kind::planned && !f.quiet) print_plan(e, shard);

@@ -521,6 +521,24 @@ TEST_CASE("seeds until decided: a point is open until it differs from the best b
   CHECK_FALSE(hr::equal_within({.n = 4, .mean = NAN, .sd = 0.0}, {.n = 4, .mean = 1.0, .sd = 0.0}, 1.0));
 }
 
+TEST_CASE("new_seeds_at asks for the seeds a plan did not have, at the points named or at every point") {
+  hr::SweepPlan before;
+  before.seeds = {0, 1};
+  const auto run = [](const char* point, std::uint64_t seed) {
+    hr::PlannedRun r;
+    r.point = point;
+    r.seed = seed;
+    return r;
+  };
+  const auto at_a = hr::new_seeds_at(before, {"a"});
+  CHECK(at_a(run("a", 2)));
+  CHECK_FALSE(at_a(run("b", 2)));
+  CHECK_FALSE(at_a(run("a", 1)));
+  const auto everywhere = hr::new_seeds_at(before, {});
+  CHECK(everywhere(run("b", 2)));
+  CHECK_FALSE(everywhere(run("b", 0)));
+}
+
 TEST_CASE("headroom ablate --seeds auto adds a seed to the compared points while a comparison is open, up to --max-seeds") {
   const TempDir tmp("ablate_seeds_auto");
   const fs::path dir = tmp.path() / "sweep";
