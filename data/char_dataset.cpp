@@ -41,43 +41,81 @@ std::u32string read_utf8_file(const std::filesystem::path& file, const std::stri
   return text;
 }
 
-// The file's code points, after the option checks, in the order the constructor
-// documents its errors.
-std::u32string read_text(const std::filesystem::path& file, const CharDatasetOptions& options) {
-  const std::string what = fmt::format("CharDataset: '{}'", file.string());
-  if (!(options.train_fraction > 0.0 && options.train_fraction < 1.0)) {
-    throw DataError(fmt::format("CharDataset: train_fraction {} is not in (0, 1)",
-                                options.train_fraction));
+void check_options(const CharDatasetOptions& options, bool reads_fraction) {
+  if (reads_fraction && !(options.train_fraction > 0.0 && options.train_fraction < 1.0)) {
+    throw DataError(fmt::format("CharDataset: train_fraction {} is not in (0, 1)", options.train_fraction));
   }
   if (options.seq_len == 0) throw DataError("CharDataset: seq_len must be positive, got 0");
+}
+
+// The file's code points, in the order the constructor documents its errors.
+std::u32string read_text(const std::filesystem::path& file, const CharDatasetOptions& options) {
+  const std::string what = fmt::format("CharDataset: '{}'", file.string());
   std::u32string text = read_utf8_file(file, what, options.max_bytes);
   if (text.empty()) throw DataError(what + ": the file is empty");
   return text;
 }
 
+using SplitText = std::pair<std::u32string, std::u32string>;  // (train, val)
+
+SplitText split_file(const std::filesystem::path& file, const CharDatasetOptions& options) {
+  check_options(options, true);
+  const std::u32string text = read_text(file, options);
+  const auto train_size = static_cast<std::size_t>(std::floor(options.train_fraction * static_cast<double>(text.size())));
+  return {text.substr(0, train_size), text.substr(train_size)};
+}
+
+SplitText two_files(const std::filesystem::path& file, const std::filesystem::path& val_file,
+                    const CharDatasetOptions& options) {
+  check_options(options, false);
+  return {read_text(file, options), read_text(val_file, options)};
+}
+
+// A line per item, each ended by '\n', so that the model learns where a verse ends.
+SplitText corpus_text(const Corpus& corpus) {
+  if (corpus.kind != CorpusKind::text) {
+    throw DataError(fmt::format("CharDataset: corpus {} is labelled, for a classifier, not text for a language model",
+                                corpus.name));
+  }
+  SplitText out;
+  for (const CorpusItem& item : corpus.items) {
+    std::u32string& split = item_split(item.text) == Split::train ? out.first : out.second;
+    split += item.text;
+    split += U'\n';
+  }
+  return out;
+}
+
 }  // namespace
 
 CharDataset::CharDataset(const std::filesystem::path& file, CharDatasetOptions options)
-    : CharDataset(file, options, read_text(file, options)) {}
+    : CharDataset(file.string(), fmt::format("CharDataset: '{}'", file.string()), options.seq_len,
+                  split_file(file, options), fmt::format(" (train_fraction {})", options.train_fraction)) {}
 
-CharDataset::CharDataset(const std::filesystem::path& file, CharDatasetOptions options,
-                         const std::u32string& text)
-    : file_(file.string()),
-      seq_len_(options.seq_len),
-      vocab_(CharVocab::of_text(text, fmt::format("'{}'", file.string()))) {
-  const std::string what = fmt::format("CharDataset: '{}'", file_);
-  ids_.reserve(text.size());
-  for (const char32_t cp : text) ids_.push_back(*vocab_.find(cp));  // every character is in its own vocabulary
+CharDataset::CharDataset(const std::filesystem::path& file, const std::filesystem::path& val_file,
+                         CharDatasetOptions options)
+    : CharDataset(file.string(), fmt::format("CharDataset: '{}' with val '{}'", file.string(), val_file.string()),
+                  options.seq_len, two_files(file, val_file, options), "") {}
 
-  train_size_ = static_cast<std::size_t>(
-      std::floor(options.train_fraction * static_cast<double>(ids_.size())));
+CharDataset CharDataset::of_corpus(const Corpus& corpus, std::size_t seq_len) {
+  if (seq_len == 0) throw DataError("CharDataset: seq_len must be positive, got 0");
+  return CharDataset(corpus.name, fmt::format("CharDataset: corpus {}", corpus.name), seq_len, corpus_text(corpus), "");
+}
+
+CharDataset::CharDataset(std::string name, const std::string& what, std::size_t seq_len, const SplitText& texts,
+                         const std::string& split_rule)
+    : file_(std::move(name)),
+      seq_len_(seq_len),
+      vocab_(CharVocab::of_text(texts.first + texts.second, fmt::format("'{}'", file_))) {
+  ids_.reserve(texts.first.size() + texts.second.size());
+  for (const std::u32string* text : {&texts.first, &texts.second}) {
+    for (const char32_t cp : *text) ids_.push_back(*vocab_.find(cp));  // every character is in its own vocabulary
+  }
+  train_size_ = texts.first.size();
   for (const Split split : {Split::train, Split::val}) {
     if (split_size(split) < seq_len_ + 1) {
-      throw DataError(fmt::format(
-          "{}: {} characters give the {} split {} characters, fewer than seq_len + 1 = {} "
-          "(train_fraction {})",
-          what, ids_.size(), split_name(split), split_size(split), seq_len_ + 1,
-          options.train_fraction));
+      throw DataError(fmt::format("{}: {} characters give the {} split {} characters, fewer than seq_len + 1 = {}{}",
+                                  what, ids_.size(), split_name(split), split_size(split), seq_len_ + 1, split_rule));
     }
   }
 }

@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/char_vocab.hpp"
+#include "data/corpus.hpp"
 #include "data/dataset.hpp"
 
 namespace headroom {
@@ -36,6 +38,12 @@ class CharDataset : public Dataset {
   // (with the byte offset and line; the read stops there), a train_fraction outside
   // (0, 1), and a split shorter than T+1 characters.
   CharDataset(const std::filesystem::path& file, CharDatasetOptions options = {});
+  // Train from `file` and val from all of `val_file` (train_fraction is not read);
+  // the vocabulary is both files' characters. Errors as above, naming either file.
+  CharDataset(const std::filesystem::path& file, const std::filesystem::path& val_file, CharDatasetOptions options = {});
+  // A text corpus (data/corpus.hpp): its items, a line each, split by item_split;
+  // named after the corpus. Throws DataError for a labelled corpus.
+  static CharDataset of_corpus(const Corpus& corpus, std::size_t seq_len);
 
   std::string name() const override { return file_; }
   std::size_t vocab_size() const override { return vocab_.size(); }
@@ -55,8 +63,11 @@ class CharDataset : public Dataset {
   std::size_t split_size(Split split) const;
 
  private:
-  // The checked, decoded text comes from the public constructor.
-  CharDataset(const std::filesystem::path& file, CharDatasetOptions options, const std::u32string& text);
+  // The checked, decoded texts come from the public constructors; `what` names the
+  // data in errors.
+  // texts: (train, val); split_rule ends the message of a split that is too short.
+  CharDataset(std::string name, const std::string& what, std::size_t seq_len,
+              const std::pair<std::u32string, std::u32string>& texts, const std::string& split_rule);
 
   std::string file_;
   std::size_t seq_len_;

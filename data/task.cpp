@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "data/stable_hash.hpp"
+
 namespace headroom {
 namespace {
 
@@ -105,22 +107,9 @@ std::string Task::example() const {
 }
 
 std::uint64_t example_hash(std::span<const Index> row) {
-  std::uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a 64-bit offset basis
-  for (const Index id : row) {
-    const auto bits = static_cast<std::uint64_t>(id);
-    for (int byte = 0; byte < 8; ++byte) {
-      h ^= (bits >> (8 * byte)) & 0xFFu;
-      h *= 0x100000001B3ull;  // FNV 64-bit prime
-    }
-  }
-  // MurmurHash3's fmix64: FNV-1a's low bits depend weakly on the last bytes, and we
-  // split on the low bits.
-  h ^= h >> 33;
-  h *= 0xFF51AFD7ED558CCDull;
-  h ^= h >> 33;
-  h *= 0xC4CEB9FE1A85EC53ull;
-  h ^= h >> 33;
-  return h;
+  StableHash h;
+  for (const Index id : row) h.add(static_cast<std::uint64_t>(id), 8);
+  return h.finish();
 }
 
 Split example_split(std::span<const Index> row) {
