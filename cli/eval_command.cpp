@@ -21,6 +21,8 @@
 #include "train/evaluate.hpp"
 #include "cli/validators.hpp"
 #include "data/char_dataset.hpp"
+#include "data/labelled_dataset.hpp"
+#include "train/classify.hpp"
 #include "data/task.hpp"
 #include "nn/checkpoint.hpp"
 
@@ -137,8 +139,77 @@ EvalReport eval_own_data(TransformerLM<float>& model, const DataDescription& dat
   report.text_model = data.is_text();
   report.result = evaluate(model, *dataset, batches, batch, validation_seed(seed));
   report.data = fmt::format("{} validation split: {} batch{} of {} rows, the trainer's batches for seed {}",
-                            data.is_text() ? data.text : data.task, batches, batches == 1 ? "" : "es", batch, seed);
+                            data.source_name(), batches, batches == 1 ? "" : "es", batch, seed);
   return report;
+}
+
+// The confusion matrix as text: a row per true label, a column per prediction.
+std::string confusion_table(const ClassifierEval& r) {
+  std::size_t width = 4;
+  for (const std::string& label : r.labels) width = std::max(width, label.size());
+  for (const auto& row : r.confusion) {
+    for (const std::size_t n : row) width = std::max(width, fmt::format("{}", n).size());
+  }
+  const std::string corner = "true \\ predicted";
+  std::size_t first = corner.size();
+  for (const std::string& label : r.labels) first = std::max(first, label.size());
+  std::string out = fmt::format("  {:>{}}", corner, first);
+  for (const std::string& label : r.labels) out += fmt::format(" {:>{}}", label, width);
+  for (std::size_t t = 0; t < r.labels.size(); ++t) {
+    out += fmt::format("\n  {:>{}}", r.labels[t], first);
+    for (const std::size_t n : r.confusion[t]) out += fmt::format(" {:>{}}", n, width);
+  }
+  return out;
+}
+
+// A classifier on its own validation split: every item once, in order, with the
+// scores a classifier is judged by and the majority-class baseline beside them.
+int eval_classifier(const EvalFlags& flags, LoadedRun& run, std::size_t batch, std::optional<std::size_t> batches) {
+  if (flags.seed) {
+    throw std::invalid_argument(fmt::format(
+        "--seed {}: a classifier is evaluated on every validation item in order, so it would be ignored; leave it out",
+        *flags.seed));
+  }
+  const DataDescription& data = run.data;
+  const std::unique_ptr<Dataset> dataset = own_dataset(data, run.source, "evaluate it with --tokens instead");
+  const auto& items = dynamic_cast<const LabelledDataset&>(*dataset);
+  const ClassifierEval r = evaluate_classifier(run.model(), items, Split::val, batch, batches ? *batches * batch : 0);
+  const std::string& majority = r.labels[r.majority];
+  if (flags.json) {
+    nlohmann::json j{{"model", run.source},
+                     {"kind", "classifier"},
+                     {"data", data.source_name()},
+                     {"split", "val"},
+                     {"seq_len", data.seq_len},
+                     {"vocab", data.vocab},
+                     {"items", r.items},
+                     {"truncated", r.truncated},
+                     {"labels", r.labels},
+                     {"loss", r.loss},
+                     {"accuracy", r.scores.accuracy},
+                     {"macro_f1", r.scores.macro_f1},
+                     {"confusion", r.confusion},
+                     {"majority_label", majority},
+                     {"majority_accuracy", r.majority_scores.accuracy},
+                     {"majority_macro_f1", r.majority_scores.macro_f1}};
+    if (run.step) j["step"] = *run.step;
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  fmt::print("model       {} (classifier of {} labels, vocab {}, seq_len {}{})\n", run.source, r.labels.size(),
+             data.vocab, data.seq_len, run.step ? fmt::format(", step {}", *run.step) : std::string());
+  fmt::print("data        {} validation split: {} items{} ({} cut to their first {} characters)\n",
+             data.source_name(), r.items,
+             r.items < items.items(Split::val) ? fmt::format(", spread evenly over its {}", items.items(Split::val))
+                                              : std::string(" in order"),
+             r.truncated, data.seq_len - 1);
+  fmt::print("loss        {:.4f} (of the label token)\n", r.loss);
+  fmt::print("accuracy    {:.2f}%   majority baseline ({}) {:.2f}%\n", 100 * r.scores.accuracy, majority,
+             100 * r.majority_scores.accuracy);
+  fmt::print("macro-F1    {:.2f}%   majority baseline {:.2f}%\n", 100 * r.scores.macro_f1,
+             100 * r.majority_scores.macro_f1);
+  fmt::print("confusion\n{}\n", confusion_table(r));
+  return 0;
 }
 
 int run_eval(const EvalFlags& flags) {
@@ -157,9 +228,10 @@ int run_eval(const EvalFlags& flags) {
   set_threads(threads.used);
   check_eval_memory(run.model().config(), batch, data.seq_len, batches, false);  // before a batch is drawn
   if (!flags.text.empty() && !data.is_text()) {
-    throw std::invalid_argument(fmt::format("--text needs a character-level model; {} is a toy-task model ({})",
-                                            source, data.task));
+    throw std::invalid_argument(fmt::format("--text needs a character-level model; {} is a {} model ({})", source,
+                                            data.is_classifier() ? "classifier" : "toy-task", data.source_name()));
   }
+  if (data.is_classifier() && flags.tokens.empty()) return eval_classifier(flags, run, batch, flags.batches);
   const EvalReport report = !flags.tokens.empty() ? eval_token_rows(flags, run.model(), data)
                             : flags.text.empty()  ? eval_own_data(run.model(), data, source, batches, batch, seed)
                                                   : eval_text_file(flags, run.model(), data, source, batch);
@@ -169,10 +241,8 @@ int run_eval(const EvalFlags& flags) {
 
   if (flags.json) {
     nlohmann::json j{{"model", source},
-                     {"kind", data.is_text() ? "text" : "task"},
-                     {"data", !flags.tokens.empty() ? "--tokens"
-                              : flags.text.empty() ? (data.is_text() ? data.text : data.task)
-                                                   : flags.text},
+                     {"kind", data.is_text() ? "text" : data.is_classifier() ? "classifier" : "task"},
+                     {"data", !flags.tokens.empty() ? "--tokens" : flags.text.empty() ? data.source_name() : flags.text},
                      {"split", !flags.tokens.empty() ? "tokens" : flags.text.empty() ? "val" : "file"},
                      {"seq_len", data.seq_len},
                      {"vocab", data.vocab},
@@ -196,7 +266,7 @@ int run_eval(const EvalFlags& flags) {
     fmt::print("{}\n", j.dump());
     return 0;
   }
-  const std::string kind = data.is_text() ? "character-level text" : data.task;
+  const std::string kind = data.is_text() ? "character-level text" : data.is_classifier() ? "classifier" : data.task;
   fmt::print("model       {} ({}, vocab {}, seq_len {}{})\n", source, kind, data.vocab, data.seq_len,
              run.step ? fmt::format(", step {}", *run.step) : std::string());
   if (!threads.why.empty()) fmt::print("threads     {}\n", threads.why);

@@ -33,11 +33,11 @@ ModelConfig model_of(const ParamsFlags& flags) {
   const TrainConfig c = build_config(flags, flags.config_file);
   ModelConfig m = c.model;
   if (m.vocab == 0) {
-    if (!c.data.text.empty()) {
+    if (reads_text(c.data)) {
       throw std::invalid_argument(fmt::format(
           "--config {}: a text run's vocabulary comes from its text ({}), which params does not read; give --vocab "
           "through the file's model.vocab, or count the run's own config.json",
-          flags.config_file, c.data.text));
+          flags.config_file, data_source(c.data)));
     }
     m.vocab = c.data.vocab;
   }

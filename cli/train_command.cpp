@@ -23,6 +23,8 @@
 #include "train/resources.hpp"
 #include "train/trainer.hpp"
 #include "cli/validators.hpp"
+#include "data/char_dataset.hpp"
+#include "data/labelled_dataset.hpp"
 #include "data/task.hpp"
 #include "data/task_defaults.hpp"
 #include "interp/head_tracking.hpp"
@@ -98,6 +100,28 @@ std::string rate(double tokens_per_s) {
   return tokens_per_s >= 1e6 ? fmt::format("{:.1f}M", tokens_per_s / 1e6) : fmt::format("{:.1f}k", tokens_per_s / 1e3);
 }
 
+// What a text run reads, split by split: characters for a language model; items per
+// label for a classifier, with what the corpus left out and what a row cuts short.
+void print_text_counts(const Dataset& data) {
+  if (const auto* chars = dynamic_cast<const CharDataset*>(&data)) {
+    fmt::print("data: {} characters train, {} val\n", chars->split_size(Split::train), chars->split_size(Split::val));
+    return;
+  }
+  const auto* items = dynamic_cast<const LabelledDataset*>(&data);
+  if (items == nullptr) return;
+  const std::vector<std::size_t> train = items->label_counts(Split::train), val = items->label_counts(Split::val);
+  std::string per_label;
+  for (std::size_t i = 0; i < train.size(); ++i) {
+    per_label += fmt::format("{}{} {}/{}", i == 0 ? "" : ", ", items->labels()[i], train[i], val[i]);
+  }
+  fmt::print("data: {} labels, {} items train, {} val (train/val by label: {})\n", items->labels().size(),
+             items->items(Split::train), items->items(Split::val), per_label);
+  fmt::print("data: {} duplicate and {} conflicting items left out; {} train and {} val items cut to seq_len - 1 = {} "
+             "characters\n",
+             items->duplicates(), items->ambiguous(), items->truncated(Split::train), items->truncated(Split::val),
+             items->seq_len() - 1);
+}
+
 int run_train(const TrainCommandFlags& flags) {
   // Ctrl-C or SIGTERM from here on stops the run cleanly at the next step boundary,
   // with a checkpoint (before the first step: with nothing saved).
@@ -124,7 +148,7 @@ int run_train(const TrainCommandFlags& flags) {
   config.validate();
   // A toy task's vocabulary is the config's: refuse a step that cannot fit before the
   // task is made (docs/design.md #12); a text's is known once it is read.
-  if (config.data.text.empty()) {
+  if (!reads_text(config.data)) {
     check_training_memory(config);
   } else {
     check_text_memory(config);
@@ -146,6 +170,7 @@ int run_train(const TrainCommandFlags& flags) {
              m.norm == NormPlacement::none ? std::string("no norm") : to_string(m.norm) + "-norm", blocks,
              m.attn_only ? ", attention-only" : "");
   if (const auto* task = dynamic_cast<const Task*>(data.get())) fmt::print("example: {}\n", task->example());
+  print_text_counts(*data);
   // A rate other than the global default that nobody asked for is said before the run.
   if (open.lr && config.optim.lr != OptimConfig{}.lr) {
     fmt::print("lr {}: the default for a model without norms (--lr to choose another)\n", config.optim.lr);

@@ -121,7 +121,7 @@ bool given(const TrainFlags& f, const std::string& key) { return f.given.find(ke
 // The data keys as the flags set them (the defaults where no flag is given).
 DataConfig flag_data(const TrainFlags& f) {
   TrainConfig probe;
-  for (const char* key : {"data.task", "data.text", "data.vocab"}) {
+  for (const char* key : {"data.task", "data.text", "data.corpus", "data.labelled", "data.vocab"}) {
     if (const auto it = f.given.find(key); it != f.given.end()) it->second(probe);
   }
   return probe.data;
@@ -139,49 +139,66 @@ const nlohmann::json* file_data_key(const nlohmann::json& object, const char* ke
   return file_key(object, "data", key);
 }
 
-// A text run has no task and takes its vocabulary from the text, so --task and
-// --vocab next to --text would be ignored: we refuse them, from the flags and from
-// the file alike. Flags override the file, so a flag that picks the data (--text
-// or --task) replaces the file's choice and the keys that go with it; see "Text or
-// task" in docs/cli/train.md. Returns whether the run trains on a text.
+// A text run (--text, --corpus or --labelled) has no task and takes its vocabulary
+// from the text, so --task and --vocab next to one would be ignored: we refuse them,
+// from the flags and from the file alike, and two sources at once. Flags override the
+// file, so a flag that picks the data (a source or --task) replaces the file's choice
+// and the keys that go with it; see "Text or task" in docs/cli/train.md. Returns
+// whether the run trains on a text.
 bool check_data_source(const TrainFlags& f, const nlohmann::json& object, const std::string& config_file) {
   const DataConfig flags = flag_data(f);
-  if (given(f, "data.text")) {
-    if (flags.text.empty()) return false;
+  std::vector<std::string> given_sources, given_flags;
+  for (const char* key : kTextSourceKeys) {
+    if (given(f, fmt::format("data.{}", key)) && !(flags.*text_source_member(key)).empty()) {
+      given_sources.push_back(fmt::format("--{} {}", key, flags.*text_source_member(key)));
+      given_flags.push_back(fmt::format("--{}", key));
+    }
+  }
+  if (given_sources.size() > 1) {
+    throw std::invalid_argument(fmt::format("{} and {}: give one source of text", given_sources[0], given_sources[1]));
+  }
+  if (!given_sources.empty()) {
     if (given(f, "data.task")) {
-      throw std::invalid_argument(fmt::format(
-          "--task {}: a --text run has no task (--text {}); give one or the other", flags.task, flags.text));
+      throw std::invalid_argument(fmt::format("--task {}: a {} run has no task ({}); give one or the other",
+                                              flags.task, given_flags[0], given_sources[0]));
     }
     if (given(f, "data.vocab")) {
-      throw std::invalid_argument(fmt::format(
-          "--vocab {}: a --text run takes its vocabulary from the text (--text {})", flags.vocab, flags.text));
+      throw std::invalid_argument(fmt::format("--vocab {}: a {} run takes its vocabulary from the text ({})",
+                                              flags.vocab, given_flags[0], given_sources[0]));
     }
-    return true;  // over the file's data.task and data.vocab
+    return true;  // over the file's data.task and data.vocab and its other sources
   }
-  if (given(f, "data.task")) return false;  // over the file's data.text
-  const nlohmann::json* text = file_data_key(object, "text");
-  if (text == nullptr || !text->is_string() || text->get<std::string>().empty()) return false;
-  const std::string file_text = text->get<std::string>();
+  for (const char* key : kTextSourceKeys) {
+    if (given(f, fmt::format("data.{}", key))) return false;  // an empty source given: the file's task
+  }
+  if (given(f, "data.task")) return false;  // over the file's text
+  std::string file_source;
+  for (const char* key : kTextSourceKeys) {
+    const nlohmann::json* value = file_data_key(object, key);
+    if (value != nullptr && value->is_string() && !value->get<std::string>().empty()) {
+      file_source = fmt::format("'data.{}' {}", key, value->get<std::string>());
+      break;
+    }
+  }
+  if (file_source.empty()) return false;
   if (given(f, "data.vocab")) {
     throw std::invalid_argument(fmt::format(
-        "--vocab {}: {} sets 'data.text' {}, and a text run takes its vocabulary from the text (add --task to "
-        "train on a task instead)",
-        flags.vocab, config_file, file_text));
+        "--vocab {}: {} sets {}, and a text run takes its vocabulary from the text (add --task to train on a task "
+        "instead)",
+        flags.vocab, config_file, file_source));
   }
   // What headroom itself writes for a text run is the defaults: those say nothing.
   const DataConfig defaults;
   const nlohmann::json* task = file_data_key(object, "task");
   if (task != nullptr && task->is_string() && task->get<std::string>() != defaults.task) {
-    throw std::invalid_argument(fmt::format(
-        "{}: 'data.task' {} next to 'data.text' {}: a text run has no task; remove one of them", config_file,
-        task->get<std::string>(), file_text));
+    throw std::invalid_argument(fmt::format("{}: 'data.task' {} next to {}: a text run has no task; remove one of them",
+                                            config_file, task->get<std::string>(), file_source));
   }
   const nlohmann::json* vocab = file_data_key(object, "vocab");
   if (vocab != nullptr && vocab->is_number_integer() && vocab->get<long long>() != static_cast<long long>(defaults.vocab)) {
     throw std::invalid_argument(fmt::format(
-        "{}: 'data.vocab' {} next to 'data.text' {}: a text run takes its vocabulary from the text; remove "
-        "'data.vocab'",
-        config_file, vocab->dump(), file_text));
+        "{}: 'data.vocab' {} next to {}: a text run takes its vocabulary from the text; remove 'data.vocab'",
+        config_file, vocab->dump(), file_source));
   }
   return true;
 }
@@ -248,6 +265,8 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file, Op
   const nlohmann::json object = config_file.empty() ? nlohmann::json() : read_strict_json_file(config_file);
   // Precedence, lowest first: the task's defaults, the preset, the config file, the flags.
   const bool text_run = check_data_source(f, object, config_file);
+  bool source_flag = false;
+  for (const char* key : kTextSourceKeys) source_flag = source_flag || given(f, fmt::format("data.{}", key));
   const DataConfig defaults;
   std::string task = defaults.task;  // a text run takes the global defaults
   if (const nlohmann::json* file_task = file_data_key(object, "task");
@@ -273,7 +292,23 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file, Op
     c.model.n_kv_heads = preset->kv_heads(c.model.n_heads);
     if (open != nullptr) open->kv_heads = preset->kv_heads;
   }
-  if (given(f, "data.task") && !given(f, "data.text")) c.data.text.clear();  // --task over the file's text
+  // A flag that picks the data replaces the file's pick: --task its text, a source its
+  // other sources (and a held-out file that went with its text).
+  if (given(f, "data.task") && !source_flag) {
+    c.data.text.clear();
+    c.data.corpus.clear();
+    c.data.labelled.clear();
+    if (!given(f, "data.val_text")) c.data.val_text.clear();
+  }
+  if (source_flag) {
+    const DataConfig flags = flag_data(f);
+    for (const char* key : kTextSourceKeys) {
+      if (!given(f, fmt::format("data.{}", key))) {
+        (c.data.*text_source_member(key)).clear();
+      }
+    }
+    if (flags.text.empty() && !given(f, "data.val_text")) c.data.val_text.clear();
+  }
   if (text_run) {
     // --text over the file's task: config.json says what a text run is made of.
     c.data.task = defaults.task;
@@ -282,12 +317,13 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file, Op
   // The task options (data.lags, ...) are read by some tasks only: a flag for one the
   // run's data does not read is refused, and a flag that picks the data replaces the
   // file's values of those the new pick does not read (docs/design.md #11).
-  const std::vector<std::string> reads = c.data.text.empty() ? task_option_keys(c.data.task) : std::vector<std::string>{};
+  const std::vector<std::string> reads = reads_text(c.data) ? std::vector<std::string>{} : task_option_keys(c.data.task);
   const TrainConfig plain;
   const nlohmann::json data_values = data_json(c.data);
   for_each_data_field([&](const auto& field) {
     const std::string key = field.key;
-    if (key == "task" || key == "text" || key == "seq_len" || key == "vocab") return;
+    if (key == "task" || key == "seq_len" || key == "vocab" || key == "val_text") return;
+    if (std::find(std::begin(kTextSourceKeys), std::end(kTextSourceKeys), key) != std::end(kTextSourceKeys)) return;
     if (std::find(reads.begin(), reads.end(), key) != reads.end()) return;
     if (given(f, "data." + key)) {
       const nlohmann::json& v = data_values[key];
@@ -299,9 +335,10 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file, Op
       }
       throw std::invalid_argument(fmt::format(
           "{} {}: {} does not read it (only {} do), so it would be ignored", flag_name(field.key, *field.flag),
-          shown_value, c.data.text.empty() ? "--task " + c.data.task : "a --text run", tasks_reading(key)));
+          shown_value, reads_text(c.data) ? fmt::format("a --{} run", text_source_key(c.data)) : "--task " + c.data.task,
+          tasks_reading(key)));
     }
-    if (given(f, "data.task") || given(f, "data.text")) c.data.*field.member = plain.data.*field.member;
+    if (given(f, "data.task") || source_flag) c.data.*field.member = plain.data.*field.member;
   });
   // Warm-up scales with the run unless given (train/config.hpp, default_warmup).
   if (file_key(object, "train", "warmup") == nullptr && !given(f, "train.warmup")) {
@@ -368,7 +405,8 @@ TrainFlagGroups add_train_flags(CLI::App& app, TrainFlags& flags, TrainFlagSet s
   // ablate sweeps these (and --seeds) with flags of its own.
   std::vector<std::string> skip;
   if (set == TrainFlagSet::ablate) skip = {"n_heads", "d_k", "n_kv_heads", "seed"};
-  if (set == TrainFlagSet::params) skip = {"text"};  // a text's vocabulary is read from the text
+  // A text's vocabulary is read from the text.
+  if (set == TrainFlagSet::params) skip = {"text", "val_text", "corpus", "labelled"};
   CLI::Option_group* model = app.add_option_group("Model");
   model->add_option("--preset", flags.preset, preset_help())->type_name("NAME");
   add_section_flags(*model, flags, &TrainConfig::model, "model", [](auto visit) { for_each_model_field(visit); },

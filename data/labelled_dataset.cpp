@@ -23,7 +23,12 @@ CharVocab alphabet_of(const Corpus& corpus) {
 }  // namespace
 
 LabelledDataset::LabelledDataset(const Corpus& corpus, std::size_t seq_len)
-    : name_(corpus.name), seq_len_(seq_len), vocab_(alphabet_of(corpus)), labels_(corpus.labels) {
+    : name_(corpus.name),
+      seq_len_(seq_len),
+      vocab_(alphabet_of(corpus)),
+      labels_(corpus.labels),
+      duplicates_(corpus.duplicates),
+      ambiguous_(corpus.ambiguous) {
   if (seq_len_ < 2) {
     throw DataError(fmt::format("LabelledDataset {}: seq_len {} is too short: needs at least 2 (a character and the "
                                 "separator)",
@@ -81,6 +86,12 @@ std::size_t LabelledDataset::truncated(Split split) const {
   const std::vector<Item>& items = split_items(split);
   return static_cast<std::size_t>(std::count_if(items.begin(), items.end(),
                                                 [&](const Item& item) { return item.chars.size() > seq_len_ - 1; }));
+}
+
+std::vector<std::size_t> LabelledDataset::label_counts(Split split) const {
+  std::vector<std::size_t> counts(labels_.size(), 0);
+  for (const Item& item : split_items(split)) ++counts[item.label];
+  return counts;
 }
 
 Batch LabelledDataset::sample(std::size_t batch, Split split, Rng& rng) const {

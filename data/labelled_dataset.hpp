@@ -55,6 +55,11 @@ class LabelledDataset : public Dataset {
   LabelledRow encode(const std::u32string& text, std::size_t label, std::string_view what) const;
   // Items of a split with more than T-1 characters.
   std::size_t truncated(Split split) const;
+  // Items of a split by label index.
+  std::vector<std::size_t> label_counts(Split split) const;
+  // What the corpus left out while reading (Corpus::duplicates, Corpus::ambiguous).
+  std::size_t duplicates() const { return duplicates_; }
+  std::size_t ambiguous() const { return ambiguous_; }
 
   // A token as text: a character, "|" for the separator, "_" for pad, "<label>".
   std::string token_text(Index id) const;
@@ -72,6 +77,7 @@ class LabelledDataset : public Dataset {
   CharVocab vocab_;
   std::vector<std::string> labels_;
   std::vector<Item> train_, val_;
+  std::size_t duplicates_ = 0, ambiguous_ = 0;
 };
 
 }  // namespace headroom

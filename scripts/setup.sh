@@ -2,8 +2,23 @@
 # Installs what headroom needs to build and test, from Debian's packages. Safe to
 # run again: it installs only what is missing, and does nothing when all is there.
 #
-#   scripts/setup.sh [MORE_PACKAGES...]   (.ci/run adds the test-only tools)
+#   scripts/setup.sh [--data] [MORE_PACKAGES...]   (.ci/run adds the test-only tools)
+#
+# --data also installs the packages of the real-text corpora (`headroom corpora`,
+# data/corpus.cpp): the King James Bible, the fortunes in eight languages and
+# WordNet, about 45 MB, read from where the packages put them and never downloaded
+# at run time.
 set -euo pipefail
+
+data_packages=()
+if [ "${1:-}" = "--data" ]; then
+  shift
+  data_packages=(
+    bible-kjv bible-kjv-text
+    fortunes fortunes-min fortunes-br fortunes-cs fortunes-de fortunes-es fortunes-it fortunes-pl fortunes-ru
+    wordnet-base
+  )
+fi
 
 packages=(
   build-essential cmake        # compiler, CMake and CTest
@@ -14,6 +29,7 @@ packages=(
   libxtensor-blas-dev libopenblas-dev
   liblapack-dev                # the reference LAPACK archive headroom_interp links (with BLIS)
   libfmt-dev libcli11-dev nlohmann-json3-dev doctest-dev
+  "${data_packages[@]}"
   "$@"
 )
 

@@ -251,8 +251,9 @@ TEST_CASE("lags: config.json records the list, --config reads it, and --task ove
 
 TEST_CASE("train config field tables: every data and train field round-trips through config.json") {
   hr::TrainConfig set;  // every data and train field away from its default
-  set.data = {.task = "sort", .text = "corpus.txt", .seq_len = 12, .vocab = 20, .lags = {3, 1}, .context = 5,
-              .lag_beta = 0.5, .task_seed = 7};
+  set.data = {.task = "sort", .text = "corpus.txt", .val_text = "held-out.txt", .corpus = "kjv",
+              .labelled = "reviews.tsv", .seq_len = 12, .vocab = 20, .lags = {3, 1}, .context = 5, .lag_beta = 0.5,
+              .task_seed = 7};
   set.optim = {.optimizer = hr::OptimizerKind::sgd, .steps = 7, .batch = 3, .lr = 0.25,
                .schedule = hr::LrScheduleKind::inverse_sqrt, .warmup = 2, .min_lr = 1e-4, .clip = 0.5,
                .weight_decay = 0.2, .momentum = 0.5, .beta1 = 0.8, .beta2 = 0.99, .seed = 9, .threads = 2, .eval_every = 4, .eval_batches = 5,
@@ -294,7 +295,7 @@ TEST_CASE("train config field tables: the unknown-key messages list every key of
   std::string data_keys, train_keys;
   hr::for_each_data_field([&](const auto& f) { data_keys += (data_keys.empty() ? "" : ", ") + std::string(f.key); });
   hr::for_each_optim_field([&](const auto& f) { train_keys += (train_keys.empty() ? "" : ", ") + std::string(f.key); });
-  CHECK(data_keys == "task, text, seq_len, vocab, lags, context, lag_beta, task_seed");
+  CHECK(data_keys == "task, text, val_text, corpus, labelled, seq_len, vocab, lags, context, lag_beta, task_seed");
   CHECK(train_keys ==
         "optimizer, steps, batch, lr, schedule, warmup, min_lr, clip, weight_decay, momentum, beta1, beta2, seed, threads, "
         "eval_every, eval_batches, patience, min_delta, save_every, keep_checkpoints, max_bad_steps, detect_anomaly, track_heads, init_from, "

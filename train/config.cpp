@@ -119,6 +119,27 @@ std::string to_string(OptimizerKind optimizer) {
   return "adamw";  // unreachable; keeps -Wreturn-type quiet
 }
 
+namespace {
+
+// One source of text at most, a registered corpus, and a held-out file only for a
+// text file (a corpus and a labelled file split their items by hash).
+void check_text_source(const DataConfig& d) {
+  std::vector<std::string> set;
+  for (const char* key : kTextSourceKeys) {
+    const std::string& value = d.*text_source_member(key);
+    if (!value.empty()) set.push_back(fmt::format("data.{} {}", key, value));
+  }
+  if (set.size() > 1) throw std::invalid_argument(fmt::format("{} and {}: give one source of text", set[0], set[1]));
+  if (!d.corpus.empty()) (void)find_corpus(d.corpus);
+  if (!d.val_text.empty() && d.text.empty()) {
+    throw std::invalid_argument(fmt::format(
+        "data.val_text {}: a held-out file goes with data.text ({})", d.val_text,
+        reads_text(d) ? data_source(d) + " splits its items by a hash of their text" : "a task has no text"));
+  }
+}
+
+}  // namespace
+
 void TrainConfig::validate() const {
   const auto& d = data;
   const auto& o = optim;
@@ -143,10 +164,12 @@ void TrainConfig::validate() const {
   }
   if (o.keep_checkpoints == 0) throw std::invalid_argument("keep_checkpoints must be positive, got 0");
   if (o.max_bad_steps == 0) throw std::invalid_argument("max_bad_steps must be positive, got 0");
+  check_text_source(d);
   if (const std::vector<std::string> unread = unread_data_keys(d); !unread.empty()) {
     const nlohmann::json value = section_json(d, kDataFields)[unread.front()];
     throw std::invalid_argument(fmt::format("data.{} {}: {} does not read it (only {} do), so it would be ignored", unread.front(),
-                    value.dump(), d.text.empty() ? "task " + d.task : "a text run", tasks_reading(unread.front())));
+                    value.dump(), reads_text(d) ? fmt::format("a {} run", text_source_key(d)) : "task " + d.task,
+                    tasks_reading(unread.front())));
   }
   if (o.schedule == LrScheduleKind::warmup_cosine && o.warmup > o.steps) {
     throw std::invalid_argument(fmt::format("warmup {} is longer than steps {}", o.warmup, o.steps));
@@ -163,13 +186,41 @@ TaskOptions task_options(const DataConfig& d) {
                      .task_seed = d.task_seed};
 }
 
+std::string DataConfig::*text_source_member(std::string_view key) {
+  if (key == "text") return &DataConfig::text;
+  if (key == "corpus") return &DataConfig::corpus;
+  if (key == "labelled") return &DataConfig::labelled;
+  throw std::invalid_argument(fmt::format("'{}' is not a source of text (text, corpus, labelled)", key));
+}
+
+bool reads_text(const DataConfig& d) { return !d.text.empty() || !d.corpus.empty() || !d.labelled.empty(); }
+
+std::string text_source_key(const DataConfig& d) {
+  for (const char* key : kTextSourceKeys) {
+    if (!(d.*text_source_member(key)).empty()) return key;
+  }
+  return "";
+}
+
+bool is_classifier(const DataConfig& d) {
+  return !d.labelled.empty() || (!d.corpus.empty() && find_corpus(d.corpus).kind == CorpusKind::labelled);
+}
+
+std::string data_source(const DataConfig& d) {
+  if (!d.text.empty()) return "text " + d.text;
+  if (!d.corpus.empty()) return "corpus " + d.corpus;
+  if (!d.labelled.empty()) return "labelled " + d.labelled;
+  return "task " + d.task;
+}
+
 std::vector<std::string> unread_data_keys(const DataConfig& d) {
   const DataConfig defaults;
-  const std::vector<std::string> reads = d.text.empty() ? task_option_keys(d.task) : std::vector<std::string>{};
+  const std::vector<std::string> reads = reads_text(d) ? std::vector<std::string>{} : task_option_keys(d.task);
   std::vector<std::string> out;
   for_each_data_field([&](const auto& f) {
     const std::string key = f.key;
-    if (key == "task" || key == "text" || key == "seq_len" || key == "vocab") return;
+    if (key == "task" || key == "seq_len" || key == "vocab" || key == "val_text") return;
+    if (std::find(std::begin(kTextSourceKeys), std::end(kTextSourceKeys), key) != std::end(kTextSourceKeys)) return;
     if (std::find(reads.begin(), reads.end(), key) != reads.end()) return;
     if (!(d.*f.member == defaults.*f.member)) out.push_back(key);
   });

@@ -30,6 +30,9 @@ std::string to_string(OptimizerKind optimizer);
 struct DataConfig {
   std::string task = "copy";  // a toy task (data/task.hpp), used when text is empty
   std::string text;           // a UTF-8 text file for a character-level model
+  std::string val_text{};     // with text: a held-out file to validate on (else text's last tenth)
+  std::string corpus{};       // a registered corpus (data/corpus.hpp): a text or a labelled one
+  std::string labelled{};     // a label<TAB>text file for a classifier
   std::size_t seq_len = 16;   // T
   std::size_t vocab = 16;     // toy tasks only; a text's vocabulary comes from the file
   // lags and lags_argmax only (data/task.hpp, task_option_keys); refused elsewhere.
@@ -40,6 +43,23 @@ struct DataConfig {
 
   friend bool operator==(const DataConfig&, const DataConfig&) = default;
 };
+
+// The keys that pick a run's text instead of a task, in the order they are named.
+inline constexpr const char* kTextSourceKeys[] = {"text", "corpus", "labelled"};
+
+// The member a key of kTextSourceKeys names.
+std::string DataConfig::*text_source_member(std::string_view key);
+
+// Whether the run reads text (a file, a corpus or a labelled file) rather than a toy
+// task: it then has no task, no vocab and no task options.
+bool reads_text(const DataConfig& data);
+// The key of kTextSourceKeys that is set ("text"), or "" for a task.
+std::string text_source_key(const DataConfig& data);
+// Whether the run trains a classifier: a labelled file or a labelled corpus.
+bool is_classifier(const DataConfig& data);
+// What the run trains on, for messages: "task copy", "text data/tiny.txt", "corpus
+// kjv", "labelled reviews.tsv".
+std::string data_source(const DataConfig& data);
 
 // The options make_task takes for the toy task of `data`.
 TaskOptions task_options(const DataConfig& data);

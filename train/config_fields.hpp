@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "data/corpus.hpp"
 #include "data/task.hpp"
 #include "nn/config_field.hpp"
 #include "train/config.hpp"
@@ -24,6 +25,17 @@ void for_each_data_field(Visit&& visit) {
               Flag{.help = "Train a character-level model on this UTF-8 text file (at most 256 MiB) instead of a task (its vocabulary "
                            "comes from the file, so not with --task or --vocab); overrides a --config file's "
                            "data.task"}));
+  visit(field("val_text", &D::val_text,
+              Flag{.help = "With --text: validate on all of this UTF-8 file instead of the text's last tenth"}));
+  std::string corpora;
+  for (const std::string& c : corpus_names()) corpora += (corpora.empty() ? "" : " | ") + c;
+  visit(field("corpus", &D::corpus,
+              Flag{.help = "Train on a corpus a Debian package installs: " + corpora +
+                           " (`headroom corpora` says what each is; a labelled one trains a classifier); not with "
+                           "--task or --vocab"}));
+  visit(field("labelled", &D::labelled,
+              Flag{.help = "Train a classifier on this file of label<TAB>text lines (UTF-8); not with --task or "
+                           "--vocab"}));
   visit(field("seq_len", &D::seq_len, Flag{.help = "Tokens the model reads per row (default {})", .check = C::whole_number}));
   visit(field("vocab", &D::vocab,
               Flag{.help = "Toy task vocabulary, 3 special tokens included (default {}); not for a --text run",

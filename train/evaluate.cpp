@@ -90,23 +90,11 @@ struct Tally {
   }
 };
 
-// Eval mode and no tape for a scope; the model's own mode comes back after it.
-class EvalScope {
- public:
-  explicit EvalScope(TransformerLM<float>& model) : model_(model), was_training_(model.is_training()) {
-    model_.eval();
-  }
-  ~EvalScope() { model_.train(was_training_); }
-  EvalScope(const EvalScope&) = delete;
-  EvalScope& operator=(const EvalScope&) = delete;
-
- private:
-  NoGrad no_grad_;
-  TransformerLM<float>& model_;
-  bool was_training_;
-};
-
 }  // namespace
+
+EvalScope::EvalScope(TransformerLM<float>& model) : model_(model), was_training_(model.is_training()) { model_.eval(); }
+
+EvalScope::~EvalScope() { model_.train(was_training_); }
 
 std::vector<Batch> validation_batches(const Dataset& data, std::size_t batches, std::size_t batch,
                                       std::uint64_t seed) {

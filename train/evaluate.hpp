@@ -40,6 +40,20 @@ struct EvalResult {
   }
 };
 
+// Eval mode and no tape for a scope; the model's own mode comes back after it.
+class EvalScope {
+ public:
+  explicit EvalScope(TransformerLM<float>& model);
+  ~EvalScope();
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  NoGrad no_grad_;
+  TransformerLM<float>& model_;
+  bool was_training_;
+};
+
 // The seed of a run's validation batches (stream 2 of its seed): `headroom eval`
 // draws the same batches as the trainer did.
 constexpr std::uint64_t validation_seed(std::uint64_t seed) { return stream_seed(seed, 2); }

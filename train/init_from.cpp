@@ -48,21 +48,24 @@ void check_init_data(const TrainConfig& c, const InitSource& source) {
   const std::string& file = source.run.source;
   // The data: config.json's data section against the one DIR's model was trained on.
   const DataDescription& d = source.run.data;
+  const bool their_text = d.task.empty();
   DataConfig theirs = c.data;
-  theirs.task = d.is_text() ? c.data.task : d.task;
+  theirs.task = their_text ? c.data.task : d.task;
   theirs.text = d.text;
+  theirs.val_text = d.val_text;
+  theirs.corpus = d.corpus;
+  theirs.labelled = d.labelled;
   theirs.seq_len = d.seq_len;
-  if (!d.is_text()) theirs.vocab = d.vocab;
-  for (const std::string& key : d.is_text() ? std::vector<std::string>{} : task_option_keys(d.task)) {
+  if (!their_text) theirs.vocab = d.vocab;
+  for (const std::string& key : their_text ? std::vector<std::string>{} : task_option_keys(d.task)) {
     if (key == "lags") theirs.lags = d.lags;
     if (key == "context") theirs.context = d.context;
     if (key == "lag_beta") theirs.lag_beta = d.lag_beta;
     if (key == "task_seed") theirs.task_seed = d.task_seed;
   }
-  if (d.is_text() != !c.data.text.empty()) {
+  if (their_text != reads_text(c.data)) {
     refuse(c, fmt::format("{} was trained on {} but this run trains on {}", file,
-                          d.is_text() ? "--text " + d.text : "--task " + d.task,
-                          c.data.text.empty() ? "--task " + c.data.task : "--text " + c.data.text));
+                          their_text ? d.source_name() : "task " + d.task, data_source(c.data)));
   }
   const nlohmann::json ours = data_json(c.data), want = data_json(theirs);
   for (const auto& [key, value] : want.items()) {

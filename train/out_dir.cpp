@@ -344,8 +344,11 @@ bool is_kept_entry(const std::string& name) {
 bool is_temporary_name(const std::string& name) { return temporary_pid(name, false).has_value(); }
 
 fs::path default_out_dir(const TrainConfig& config, const fs::path& root) {
-  const std::string name =
-      config.data.text.empty() ? config.data.task : fs::path(config.data.text).stem().string();
+  const DataConfig& d = config.data;
+  const std::string name = !d.text.empty()       ? fs::path(d.text).stem().string()
+                           : !d.corpus.empty()   ? d.corpus
+                           : !d.labelled.empty() ? fs::path(d.labelled).stem().string()
+                                                 : d.task;
   auto usable = [](const fs::path& p) {  // what --out would accept for a new run
     try {
       return !check_out_dir(p, OutDirUse::fresh);

@@ -102,7 +102,7 @@ double outer_activations(const Sizes& s, double B, double T) { return B * T * (3
 
 ModelConfig with_vocab(const TrainConfig& c, std::size_t text_vocab) {
   ModelConfig m = c.model;
-  if (m.vocab == 0) m.vocab = !c.data.text.empty() ? text_vocab : c.data.vocab;
+  if (m.vocab == 0) m.vocab = reads_text(c.data) ? text_vocab : c.data.vocab;
   return m;
 }
 
@@ -183,7 +183,7 @@ MemoryEstimate estimate_training_memory(const TrainConfig& c, std::size_t text_v
   e.activations = kFloat * (s.L * layer_activations(s, B, T) + outer_activations(s, B, T));
   // A batch of (B, T+1) ids and its mask, for train and validation; a toy task draws
   // distinct tokens from a pool of its whole vocabulary.
-  e.data = 2 * B * (T + 1) * (kIndex + 1) + (c.data.text.empty() ? kIndex * s.V : kTextResident * text_bytes(c));
+  e.data = 2 * B * (T + 1) * (kIndex + 1) + (!reads_text(c.data) ? kIndex * s.V : kTextResident * text_bytes(c));
   return e;
 }
 
@@ -302,7 +302,7 @@ std::string dominant_training_flag(const TrainConfig& c, std::size_t text_vocab)
   std::string best = "the config";
   double best_saving = 0;
   for (const Candidate& k : candidates) {
-    if (k.flag == "--vocab" && !c.data.text.empty()) continue;  // a text's vocabulary is its own
+    if (k.flag == "--vocab" && reads_text(c.data)) continue;  // a text's vocabulary is its own
     TrainConfig smaller = c;
     k.reset(smaller, defaults);
     const double saving = total - estimate_training_memory(smaller, text_vocab).total();

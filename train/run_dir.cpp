@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -13,6 +14,7 @@
 
 #include "autograd/whole_number.hpp"
 #include "data/char_dataset.hpp"
+#include "data/labelled_dataset.hpp"
 #include "data/task.hpp"
 #include "data/utf8.hpp"
 #include "nn/strict_json.hpp"
@@ -78,12 +80,19 @@ std::optional<fs::path> newest_checkpoint(const fs::path& dir) {
 }  // namespace
 
 std::string data_metadata(const DataConfig& data, const Dataset& dataset) {
-  const bool text = !data.text.empty();
+  const bool text = reads_text(data);
   nlohmann::json j{{"task", text ? std::string() : data.task},
                    {"text", data.text},
                    {"seq_len", dataset.seq_len()},
                    {"vocab", dataset.vocab_size()}};
+  if (!data.val_text.empty()) j["val_text"] = data.val_text;
+  if (!data.corpus.empty()) j["corpus"] = data.corpus;
+  if (!data.labelled.empty()) j["labelled"] = data.labelled;
   if (const auto* chars = dynamic_cast<const CharDataset*>(&dataset)) j["alphabet"] = utf8_of(chars->alphabet());
+  if (const auto* items = dynamic_cast<const LabelledDataset*>(&dataset)) {
+    j["alphabet"] = utf8_of(items->vocab().alphabet());
+    j["labels"] = items->labels();
+  }
   if (!text && !task_option_keys(data.task).empty()) {
     j["lags"] = data.lags;
     j["context"] = data.context;
@@ -92,6 +101,51 @@ std::string data_metadata(const DataConfig& data, const Dataset& dataset) {
   }
   return j.dump();
 }
+
+std::string DataDescription::source_name() const {
+  if (!text.empty()) return text;
+  if (!corpus.empty()) return "corpus " + corpus;
+  if (!labelled.empty()) return "labelled " + labelled;
+  return task;
+}
+
+namespace {
+
+// The optional string keys: a text's held-out file and the two other sources of text.
+void read_text_sources(const nlohmann::json& j, const std::string& where, DataDescription& d) {
+  for (const auto& [key, member] : {std::pair{"val_text", &DataDescription::val_text},
+                                    std::pair{"corpus", &DataDescription::corpus},
+                                    std::pair{"labelled", &DataDescription::labelled}}) {
+    if (!j.contains(key)) continue;
+    d.*member = string_value(j, key, where);
+    if ((d.*member).empty()) throw std::invalid_argument(fmt::format("{}: key '{}' is empty (leave it out)", where, key));
+  }
+  const int sources = !d.task.empty() + !d.text.empty() + !d.corpus.empty() + !d.labelled.empty();
+  if (sources != 1) {
+    throw std::invalid_argument(fmt::format(
+        "{}: exactly one of keys 'task', 'text', 'corpus' and 'labelled' must be set, got task '{}', text '{}', "
+        "corpus '{}' and labelled '{}'",
+        where, d.task, d.text, d.corpus, d.labelled));
+  }
+  if (!d.val_text.empty() && d.text.empty()) {
+    throw std::invalid_argument(fmt::format("{}: key 'val_text' goes with key 'text'", where));
+  }
+}
+
+// A classifier's "labels": distinct non-empty names, sorted (their tokens' order).
+void read_labels(const nlohmann::json& j, const std::string& where, DataDescription& d) {
+  const nlohmann::json& labels = j.at("labels");
+  if (!labels.is_array() || labels.size() < 2 ||
+      !std::all_of(labels.begin(), labels.end(), [](const nlohmann::json& v) { return v.is_string() && !v.get<std::string>().empty(); })) {
+    throw std::invalid_argument(fmt::format("{}: key 'labels' must be an array of two or more names, got {}", where, labels.dump()));
+  }
+  d.labels = labels.get<std::vector<std::string>>();
+  if (std::adjacent_find(d.labels.begin(), d.labels.end(), std::greater_equal<>()) != d.labels.end()) {
+    throw std::invalid_argument(fmt::format("{}: key 'labels' must be sorted without repeats, got {}", where, labels.dump()));
+  }
+}
+
+}  // namespace
 
 DataDescription parse_data_metadata(const std::string& json, const std::string& source) {
   const std::string where = fmt::format("{}: metadata '{}'", source, kDataMetadataKey);
@@ -103,12 +157,11 @@ DataDescription parse_data_metadata(const std::string& json, const std::string& 
   }
   if (!j.is_object()) throw std::invalid_argument(fmt::format("{} must be a JSON object, got {}", where, j.dump()));
   const std::vector<std::string> option_keys{"lags", "context", "lag_beta", "task_seed"};
+  const std::vector<std::string> keys{"task",   "text",  "val_text", "corpus",   "labelled", "seq_len", "vocab",
+                                      "alphabet", "labels", "lags",   "context", "lag_beta", "task_seed"};
   for (const auto& [key, value] : j.items()) {
-    if (key != "task" && key != "text" && key != "seq_len" && key != "vocab" && key != "alphabet" &&
-        std::find(option_keys.begin(), option_keys.end(), key) == option_keys.end()) {
-      throw std::invalid_argument(fmt::format("{}: unknown key '{}' (keys: task, text, seq_len, vocab, alphabet, lags, context, lag_beta, "
-                      "task_seed)",
-                      where, key));
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      throw std::invalid_argument(fmt::format("{}: unknown key '{}' (keys: {})", where, key, fmt::join(keys, ", ")));
     }
   }
   for (const char* key : {"task", "text", "seq_len", "vocab"}) {
@@ -119,17 +172,15 @@ DataDescription parse_data_metadata(const std::string& json, const std::string& 
   d.text = string_value(j, "text", where);
   d.seq_len = positive_integer(j, "seq_len", where);
   d.vocab = positive_integer(j, "vocab", where);
-  if (d.task.empty() == d.text.empty()) {
-    throw std::invalid_argument(fmt::format("{}: exactly one of keys 'task' and 'text' must be set, got task '{}' and text '{}'", where,
-                    d.task, d.text));
-  }
-  const std::vector<std::string> reads = d.is_text() ? std::vector<std::string>{} : task_option_keys(d.task);
+  read_text_sources(j, where, d);
+  const bool task = !d.task.empty();
+  const std::vector<std::string> reads = task ? task_option_keys(d.task) : std::vector<std::string>{};
   for (const std::string& key : option_keys) {
     const bool read = std::find(reads.begin(), reads.end(), key) != reads.end();
     if (j.contains(key) != read) {
       if (read) throw std::invalid_argument(fmt::format("{}: key '{}' is missing (task '{}' reads it)", where, key, d.task));
       throw std::invalid_argument(fmt::format("{}: key '{}' is for tasks {} only ({})", where, key, tasks_reading(key),
-                      d.is_text() ? "a text model" : fmt::format("task '{}'", d.task)));
+                      task ? fmt::format("task '{}'", d.task) : "a text model"));
     }
   }
   if (!reads.empty()) {
@@ -146,16 +197,29 @@ DataDescription parse_data_metadata(const std::string& json, const std::string& 
     }
     d.task_seed = j.at("task_seed").get<std::uint64_t>();
   }
-  if (!d.is_text()) {
-    if (j.contains("alphabet")) throw std::invalid_argument(fmt::format("{}: key 'alphabet' is for text models only (task '{}')", where, d.task));
+  if (task) {
+    for (const char* key : {"alphabet", "labels"}) {
+      if (j.contains(key)) throw std::invalid_argument(fmt::format("{}: key '{}' is for text models only (task '{}')", where, key, d.task));
+    }
     return d;
   }
   if (!j.contains("alphabet")) throw std::invalid_argument(fmt::format("{}: key 'alphabet' is missing (a text model needs it)", where));
   const std::string alphabet = string_value(j, "alphabet", where);
   d.alphabet = decode_utf8(alphabet, where + ": key 'alphabet'");
   (void)CharVocab(d.alphabet, where);  // checks it is sorted and distinct
-  if (d.alphabet.size() != d.vocab) {
-    throw std::invalid_argument(fmt::format("{}: key 'alphabet' has {} characters but key 'vocab' is {}", where, d.alphabet.size(), d.vocab));
+  if (j.contains("labels")) read_labels(j, where, d);
+  if (!d.text.empty() && d.is_classifier()) {
+    throw std::invalid_argument(fmt::format("{}: key 'labels' is for classifiers only (text '{}')", where, d.text));
+  }
+  if (!d.labelled.empty() && !d.is_classifier()) {
+    throw std::invalid_argument(fmt::format("{}: key 'labels' is missing (a classifier needs it)", where));
+  }
+  const std::size_t expected = d.is_classifier() ? 2 + d.alphabet.size() + d.labels.size() : d.alphabet.size();
+  if (expected != d.vocab) {
+    throw std::invalid_argument(fmt::format("{}: key 'alphabet' has {} characters{} but key 'vocab' is {}", where,
+                                            d.alphabet.size(),
+                                            d.is_classifier() ? fmt::format(" and 'labels' {} names, for vocab {},", d.labels.size(), expected) : "",
+                                            d.vocab));
   }
   return d;
 }
@@ -222,15 +286,38 @@ ValidationSettings validation_settings(const fs::path& model_file, std::optional
           .threads = defaults.threads};
 }
 
+namespace {
+
+// The data rebuilt must have the model's vocabulary: the same characters, and for a
+// classifier the same labels.
+void check_same_vocab(const DataDescription& data, const std::u32string& alphabet, const std::vector<std::string>& labels,
+                      const std::string& source, const std::string& remedy) {
+  if (alphabet == data.alphabet && labels == data.labels) return;
+  throw std::invalid_argument(fmt::format(
+      "{} has changed since {} was trained on it: {} ({} now, {} then); {}", data.source_name(), source,
+      labels == data.labels ? "its characters are no longer the model's vocabulary" : "its labels are not the model's",
+      labels == data.labels ? alphabet.size() : labels.size(), labels == data.labels ? data.alphabet.size() : data.labels.size(),
+      remedy));
+}
+
+void require_file(const std::string& file, const std::string& source, const std::string& remedy) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) {
+    throw std::invalid_argument(
+        fmt::format("{} was trained on '{}', which is not there (from this directory); {}", source, file, remedy));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Dataset> own_dataset(const DataDescription& data, const std::string& source,
                                      const std::string& remedy) {
-  if (data.is_text()) {
-    std::error_code ec;
-    if (!fs::exists(data.text, ec)) {
-      throw std::invalid_argument(fmt::format(
-          "{} was trained on '{}', which is not there (from this directory); {}", source, data.text, remedy));
-    }
-    auto chars = std::make_unique<CharDataset>(data.text, CharDatasetOptions{.seq_len = data.seq_len});
+  if (!data.text.empty()) {
+    require_file(data.text, source, remedy);
+    if (!data.val_text.empty()) require_file(data.val_text, source, remedy);
+    const CharDatasetOptions options{.seq_len = data.seq_len};
+    auto chars = data.val_text.empty() ? std::make_unique<CharDataset>(data.text, options)
+                                       : std::make_unique<CharDataset>(data.text, data.val_text, options);
     if (chars->alphabet() != data.alphabet) {
       throw std::invalid_argument(fmt::format(
           "'{}' has changed since {} was trained on it: its characters are no longer the model's vocabulary ({} now, "
@@ -238,6 +325,18 @@ std::unique_ptr<Dataset> own_dataset(const DataDescription& data, const std::str
           data.text, source, chars->alphabet().size(), data.alphabet.size(), remedy));
     }
     return chars;
+  }
+  if (!data.labelled.empty()) require_file(data.labelled, source, remedy);
+  if (!data.corpus.empty() || !data.labelled.empty()) {
+    const Corpus corpus = data.corpus.empty() ? read_labelled_tsv(data.labelled) : load_corpus(data.corpus);
+    if (corpus.kind == CorpusKind::text) {
+      auto chars = std::make_unique<CharDataset>(CharDataset::of_corpus(corpus, data.seq_len));
+      check_same_vocab(data, chars->alphabet(), {}, source, remedy);
+      return chars;
+    }
+    auto items = std::make_unique<LabelledDataset>(corpus, data.seq_len);
+    check_same_vocab(data, items->vocab().alphabet(), items->labels(), source, remedy);
+    return items;
   }
   return make_task(data.task, data.task_options());
 }

@@ -12,9 +12,14 @@
 //     {"task": "lags", "text": "", "seq_len": 39, "vocab": 16, "lags": [1, 2], "context": 8, "lag_beta": 1.0,
 //      "task_seed": 0}
 //     {"task": "", "text": "data/tiny.txt", "seq_len": 64, "vocab": 65, "alphabet": "\n !,.abc..."}
+//     {"task": "", "text": "", "corpus": "kjv", "seq_len": 64, "vocab": 64, "alphabet": "\n !'(),..."}
+//     {"task": "", "text": "", "corpus": "wordnet-pos", "seq_len": 96, "vocab": 90, "alphabet": " !\"...",
+//      "labels": ["adj", "adv", "noun", "verb"]}
 //
-// where "alphabet" (text models only) is the character vocabulary as one UTF-8
-// string in id order, so a text model encodes and decodes without its training file,
+// where "alphabet" (text models and classifiers) is the character vocabulary as one
+// UTF-8 string in id order, so a text model encodes and decodes without its training
+// file; a classifier (data/labelled_dataset.hpp) also has "labels", its classes in
+// token order; "corpus", "labelled" (a TSV file) and "val_text" are there when set,
 // and the task options (data/task.hpp, task_option_keys) are there for exactly the
 // tasks that read them, so that eval rebuilds the same hidden tables,
 // and a key "step": the number of steps the weights have had, as decimal text.
@@ -49,16 +54,25 @@ std::string data_metadata(const DataConfig& data, const Dataset& dataset);
 struct DataDescription {
   std::string task;         // a toy task's name, or empty for a text model
   std::string text;         // the training text file as given to train, or empty
+  std::string val_text;     // its held-out file, or empty
+  std::string corpus;       // a registered corpus (data/corpus.hpp), or empty
+  std::string labelled;     // a label<TAB>text file, or empty
   std::size_t seq_len = 0;  // T the model was trained on
   std::size_t vocab = 0;
-  std::u32string alphabet;  // text models: the vocabulary in id order
+  std::u32string alphabet;  // text models and classifiers: the characters in id order
+  std::vector<std::string> labels{};  // classifiers: the classes in token order
   // The task's options beyond vocab and seq_len (the defaults for a task that reads none).
   std::vector<std::size_t> lags = TaskOptions{}.lags;
   std::size_t context = TaskOptions{}.context;
   double lag_beta = TaskOptions{}.lag_beta;
   std::uint64_t task_seed = TaskOptions{}.task_seed;
 
-  bool is_text() const { return !text.empty(); }
+  // A character-level language model: a text file or a text corpus.
+  bool is_text() const { return !text.empty() || (!corpus.empty() && labels.empty()); }
+  // A classifier: a labelled file or a labelled corpus.
+  bool is_classifier() const { return !labels.empty(); }
+  // "copy", "data/tiny.txt", "corpus kjv", "labelled reviews.tsv", for messages.
+  std::string source_name() const;
   TaskOptions task_options() const {
     return {.vocab = vocab, .seq_len = seq_len, .lags = lags, .context = context, .lag_beta = lag_beta,
             .task_seed = task_seed};
@@ -66,9 +80,10 @@ struct DataDescription {
 };
 
 // Strict: the JSON must be an object with exactly the keys above ("alphabet" only
-// and always for a text model), of the right types, exactly one of task and text
-// set, seq_len and vocab positive, and an alphabet of `vocab` sorted distinct
-// characters. Errors are std::invalid_argument naming `source` and the key.
+// and always for a text model or a classifier, "labels" for a classifier), of the
+// right types, exactly one of task, text, corpus and labelled set, seq_len and vocab
+// positive, an alphabet of sorted distinct characters, and vocab the alphabet's size
+// (a text model) or 2 + its size + the labels' (a classifier). Errors are std::invalid_argument naming `source` and the key.
 DataDescription parse_data_metadata(const std::string& json, const std::string& source);
 
 // The data description of a model file's metadata, or a std::invalid_argument

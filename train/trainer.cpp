@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "autograd/parallel.hpp"
+#include "data/char_dataset.hpp"
+#include "data/labelled_dataset.hpp"
 #include "train/metrics.hpp"
 #include "train/optim_setup.hpp"
 #include "train/out_dir.hpp"
@@ -20,6 +22,7 @@
 #include "train/step.hpp"
 #include "nn/checkpoint.hpp"
 #include "data/char_dataset.hpp"
+#include "data/labelled_dataset.hpp"
 #include "data/task.hpp"
 #include "optim/optim.hpp"
 
@@ -43,7 +46,16 @@ std::string to_string(StopReason reason) {
 
 std::unique_ptr<Dataset> make_dataset(const TrainConfig& config) {
   const DataConfig& d = config.data;
+  if (!d.text.empty() && !d.val_text.empty()) {
+    return std::make_unique<CharDataset>(d.text, d.val_text, CharDatasetOptions{.seq_len = d.seq_len});
+  }
   if (!d.text.empty()) return std::make_unique<CharDataset>(d.text, CharDatasetOptions{.seq_len = d.seq_len});
+  if (!d.labelled.empty()) return std::make_unique<LabelledDataset>(read_labelled_tsv(d.labelled), d.seq_len);
+  if (!d.corpus.empty()) {
+    const Corpus corpus = load_corpus(d.corpus);
+    if (corpus.kind == CorpusKind::labelled) return std::make_unique<LabelledDataset>(corpus, d.seq_len);
+    return std::make_unique<CharDataset>(CharDataset::of_corpus(corpus, d.seq_len));
+  }
   return make_task(d.task, task_options(d));
 }
 

@@ -1,0 +1,165 @@
+// Real text through the CLI: train on a corpus a Debian package installs, on a user's
+// labelled TSV and on a text with a held-out file; eval a classifier (accuracy,
+// macro-F1, the confusion matrix, the majority baseline); and the refusals.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+#include "data/corpus.hpp"
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+namespace hr = headroom;
+
+namespace {
+
+const std::string kTiny = "--d-model 16 --layers 1 --heads 2 --batch 32 --threads 1 --quiet ";
+
+bool installed(const std::string& corpus) {
+  return prerequisite(error_of([&] { (void)hr::load_corpus(corpus); }).empty(),
+                      "corpus " + corpus + " is not installed: scripts/setup.sh --data");
+}
+
+// Three labels told apart by their letters, 60/25/15 in frequency: a model that reads
+// its item beats the majority baseline's 60% by far.
+fs::path write_tsv(const TempDir& dir) {
+  const fs::path file = dir / "items.tsv";
+  std::ofstream out(file);
+  hr::Rng rng(1);
+  for (int i = 0; i < 600; ++i) {
+    const std::size_t u = rng.below(20);
+    const std::string label = u < 12 ? "abc" : u < 17 ? "xyz" : "mno";
+    std::string text;
+    const std::size_t n = 3 + rng.below(8);
+    for (std::size_t c = 0; c < n; ++c) text += label[rng.below(3)];
+    out << label << '\t' << text << ' ' << i << '\n';
+  }
+  return file;
+}
+
+nlohmann::json eval_json(const fs::path& run) {
+  const CliResult r = run_headroom("eval --json --model " + run.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  return nlohmann::json::parse(r.output);
+}
+
+}  // namespace
+
+TEST_CASE("train --labelled: a classifier of a TSV file, its counts printed, beaten baselines in eval") {
+  const TempDir dir("labelled");
+  const fs::path tsv = write_tsv(dir);
+  const CliResult r = run_headroom("train " + kTiny + "--labelled " + tsv.string() +
+                                   " --seq-len 16 --steps 150 --eval-every 50 --out " + (dir / "run").string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  // The items were read, deduplicated and split as the library says.
+  const hr::Corpus corpus = hr::read_labelled_tsv(tsv);
+  const hr::CorpusCounts counts = hr::count_items(corpus);
+  CHECK(r.output.find("data: 3 labels, " + std::to_string(counts.train.at("abc") + counts.train.at("mno") +
+                                                           counts.train.at("xyz")) +
+                      " items train") != std::string::npos);
+  CHECK(r.output.find("abc " + std::to_string(counts.train.at("abc")) + "/" + std::to_string(counts.val.at("abc"))) !=
+        std::string::npos);
+  const nlohmann::json config = nlohmann::json::parse(read_file(dir / "run/config.json"));
+  CHECK(config["data"]["labelled"] == tsv.string());
+
+  const nlohmann::json j = eval_json(dir / "run");
+  CHECK(j["kind"] == "classifier");
+  CHECK(j["labels"] == nlohmann::json{"abc", "mno", "xyz"});
+  CHECK(j["items"] == counts.val.at("abc") + counts.val.at("mno") + counts.val.at("xyz"));
+  CHECK(j["majority_label"] == "abc");
+  // The baseline is train's most frequent label predicted for every val item.
+  CHECK(j["majority_accuracy"].get<double>() ==
+        doctest::Approx(static_cast<double>(counts.val.at("abc")) / j["items"].get<double>()));
+  CHECK(j["accuracy"].get<double>() > j["majority_accuracy"].get<double>() + 0.2);
+  CHECK(j["macro_f1"].get<double>() > j["majority_macro_f1"].get<double>() + 0.2);
+  std::size_t in_matrix = 0;
+  for (const auto& row : j["confusion"]) {
+    for (const auto& n : row) in_matrix += n.get<std::size_t>();
+  }
+  CHECK(in_matrix == j["items"].get<std::size_t>());
+
+  const CliResult table = run_headroom("eval --model " + (dir / "run").string());
+  CHECK(table.output.find("majority baseline (abc)") != std::string::npos);
+  CHECK(table.output.find("true \\ predicted") != std::string::npos);
+  check_refused("eval --model " + (dir / "run").string() + " --seed 3", "--seed 3: a classifier is evaluated on every");
+  check_refused("eval --model " + (dir / "run").string() + " --text " + tsv.string(),
+                "--text needs a character-level model; " + (dir / "run/model.safetensors").string() +
+                    " is a classifier model (labelled " + tsv.string() + ")");
+}
+
+TEST_CASE("train --text with --val-text validates on the held-out file, and eval rebuilds both") {
+  const TempDir dir("val-text-cli");
+  std::ofstream(dir / "train.txt") << std::string(400, 'a') + "the cat sat on the mat. " + std::string(100, 'b');
+  std::ofstream(dir / "val.txt") << "the mat sat on the cat. abba";
+  const CliResult r = run_headroom("train " + kTiny + "--text " + (dir / "train.txt").string() + " --val-text " +
+                                   (dir / "val.txt").string() + " --seq-len 8 --steps 20 --out " + (dir / "run").string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("data: 524 characters train, 28 val") != std::string::npos);
+  const nlohmann::json j = eval_json(dir / "run");
+  CHECK(j["kind"] == "text");
+  CHECK(j.contains("bits_per_char"));
+  check_refused("train --task copy --val-text " + (dir / "val.txt").string(),
+                "data.val_text " + (dir / "val.txt").string() + ": a held-out file goes with data.text (a task has no text)");
+}
+
+TEST_CASE("train refuses a bad corpus, two sources of text, and a task or vocab beside a corpus") {
+  check_refused("train --corpus kvj", "unknown corpus 'kvj' (corpora: kjv, fortunes-topic, fortunes-lang, wordnet-pos)");
+  check_refused("train --corpus kjv --text x.txt", "--text x.txt and --corpus kjv: give one source of text");
+  check_refused("train --corpus kjv --task copy", "--task copy: a --corpus run has no task (--corpus kjv)");
+  check_refused("train --labelled a.tsv --vocab 9", "--vocab 9: a --labelled run takes its vocabulary from the text");
+  check_refused("train --corpus kjv --val-text v.txt",
+                "data.val_text v.txt: a held-out file goes with data.text (corpus kjv splits its items by a hash");
+  const TempDir dir("labelled-missing");
+  check_refused("train --labelled " + (dir / "none.tsv").string() + " --out " + (dir / "run").string(),
+                "labelled file '" + (dir / "none.tsv").string() + "': no such file");
+  CHECK_FALSE(fs::exists(dir / "run"));
+}
+
+TEST_CASE("Each labelled corpus trains a classifier above its majority baseline in a test-sized run") {
+  for (const char* corpus : {"fortunes-topic", "fortunes-lang", "wordnet-pos"}) {
+    CAPTURE(corpus);
+    if (!installed(corpus)) continue;
+    const TempDir dir(std::string("corpus-") + corpus);
+    const CliResult r = run_headroom(std::string("train --layers 1 --heads 2 --batch 32 --threads 1 --quiet --corpus ") +
+                                     corpus + " --d-model 32 --seq-len 32 --steps 200 --eval-every 100 --out " +
+                                     (dir / "run").string());
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    // 400 items of the val split: above the baseline by more than the binomial noise
+    // of an accuracy near it (2 sd of 400 items is at most 5 points).
+    const CliResult e = run_headroom("eval --json --batches 10 --batch 40 --model " + (dir / "run").string());
+    REQUIRE(e.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(e.output);
+    CHECK(j["items"] == 400);
+    CHECK(j["accuracy"].get<double>() > j["majority_accuracy"].get<double>() + 0.05);
+    CHECK(j["macro_f1"].get<double>() > j["majority_macro_f1"].get<double>());
+  }
+}
+
+TEST_CASE("train --corpus kjv: a character-level model of the King James Bible, evaluated in bits per character") {
+  if (!installed("kjv")) return;
+  const TempDir dir("kjv");
+  const CliResult r = run_headroom("train " + kTiny + "--corpus kjv --seq-len 32 --steps 100 --eval-every 50 --out " +
+                                   (dir / "run").string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("headroom train: kjv (vocab ") != std::string::npos);
+  const nlohmann::json j = eval_json(dir / "run");
+  CHECK(j["kind"] == "text");
+  CHECK(j["data"] == "corpus kjv");
+  // Below the uniform guess over the vocabulary after 100 steps: the model learned
+  // the letters' frequencies at least.
+  CHECK(j["bits_per_char"].get<double>() < std::log2(j["vocab"].get<double>()) - 1.0);
+  const CliResult s = run_headroom("sample --model " + (dir / "run").string() + " --prompt 'And God' --tokens 20");
+  INFO(s.output);
+  CHECK(s.status == 0);
+  CHECK(s.output.find("And God") != std::string::npos);
+}
