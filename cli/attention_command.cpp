@@ -92,7 +92,9 @@ int run_attention(const AttentionFlags& flags) {
   maps.tokens = input.labels;
   maps.layers = weights;
 
-  const std::string kind = data.is_text() ? "character-level text model" : data.task + " model";
+  const std::string kind = data.is_text()         ? "character-level text model"
+                           : data.is_classifier() ? "classifier"
+                                                  : data.task + " model";
   const std::size_t H = maps.layers.front().shape()[0];
   maps.title = fmt::format("Attention weights of {} ({}, {} layer{} x {} head{})", source, kind, weights.size(),
                            weights.size() == 1 ? "" : "s", H, H == 1 ? "" : "s");

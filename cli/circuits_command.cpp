@@ -54,9 +54,9 @@ std::string head_name(std::size_t layer, std::size_t head) { return fmt::format(
 
 // Token `id` as the axis labels show it: a task's id (or _ | ?), a text model's
 // character.
-std::string token_label(std::size_t id, const LoadedRun& run) {
-  if (!run.data.is_text()) return task_token_label(static_cast<Index>(id));
-  return fmt::format("'{}'", visible_character(char_vocab(run.data, run.source).alphabet().at(id)));
+std::string shown_token(std::size_t id, const LoadedRun& run) {
+  if (!run.data.is_text() && !run.data.is_classifier()) return task_token_label(static_cast<Index>(id));
+  return fmt::format("'{}'", token_label(run.data, static_cast<Index>(id)));
 }
 
 int run_circuits(const CircuitsFlags& flags) {
@@ -107,7 +107,9 @@ int run_circuits(const CircuitsFlags& flags) {
   const std::vector<HeadCircuits> circuits = head_circuits(run.model(), /*keep_matrices=*/false);
   const CompositionScores comp = composition_scores(run.model());
 
-  const std::string kind = run.data.is_text() ? "character-level text model" : run.data.task + " model";
+  const std::string kind = run.data.is_text()         ? "character-level text model"
+                           : run.data.is_classifier() ? "classifier"
+                                                      : run.data.task + " model";
   fmt::print("{}: {}, {} layer{} x {} head{}\n", run.source, kind, L, L == 1 ? "" : "s", H, H == 1 ? "" : "s");
   fmt::print("{} ({} tokens); position {} (token {})\n", input.description, T, p, input.labels[p]);
 
@@ -115,7 +117,7 @@ int run_circuits(const CircuitsFlags& flags) {
   const std::vector<double>& shown = flags.wrong ? diff : dla;
   const double total = std::accumulate(shown.begin(), shown.end(), 0.0);
   const auto named = [&](std::size_t id) {
-    const std::string label = token_label(id, run);
+    const std::string label = shown_token(id, run);
     return label == std::to_string(id) ? label : fmt::format("{} {}", id, label);
   };
   fmt::print("\nanswer {}{}: logit {:.4f}", named(answer), flags.answer ? "" : " (the model's top prediction)",

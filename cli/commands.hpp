@@ -22,5 +22,6 @@ Run add_claims_command(CLI::App& app);
 Run add_convert_command(CLI::App& app);
 Run add_circuits_command(CLI::App& app);
 Run add_patch_command(CLI::App& app);
+Run add_corpora_command(CLI::App& app);
 
 }  // namespace headroom::cli

@@ -125,7 +125,7 @@ int run_heads(const HeadsFlags& flags) {
   TransformerLM<float>& model = run.model();
   const ModelConfig& m = model.config();
   fmt::print("model     {} ({}, {} layers x {} heads, d_k {}, d_v {}, {} kv heads)\n", source,
-             data.is_text() ? "character-level text" : data.task, m.n_layers, m.n_heads, m.d_k, m.d_v,
+             data.is_text() ? "character-level text" : data.is_classifier() ? "classifier" : data.task, m.n_layers, m.n_heads, m.d_k, m.d_v,
              m.n_kv_heads);
   if (!threads.why.empty()) fmt::print("threads   {}\n", threads.why);
   fmt::print("data      validation split: {} batch{} of {} rows, the trainer's batches for seed {}\n", batches,

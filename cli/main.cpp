@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   const char* const inside = "Look inside a model";
   const char* const sweeps = "Sweeps and claims";
   const Command table[] = {
-      {{use, "train", "Train a small transformer on a toy task or a text file"}, "train",
+      {{use, "train", "Train a small transformer on a toy task, a text or labelled text"}, "train",
        headroom::cli::add_train_command},
       {{use, "sample", "Generate from a trained model"}, "sample-eval", headroom::cli::add_sample_command},
       {{use, "eval", "Loss and accuracy of a trained model on its data or a text"}, "sample-eval",
@@ -91,6 +91,8 @@ int main(int argc, char** argv) {
       {{use, "convert", "Mean-pool a model's key/value heads into fewer (GQA, MQA)"}, "convert",
        headroom::cli::add_convert_command},
       {{use, "params", "Count a model's parameters, KV cache and FLOPs"}, "params", headroom::cli::add_params_command},
+      {{use, "corpora", "The real-text corpora from Debian packages, and what each holds"}, "corpora",
+       headroom::cli::add_corpora_command},
       {{inside, "attention", "Draw every head's attention on one input"}, "attention",
        headroom::cli::add_attention_command},
       {{inside, "heads", "What each head does: gating cost, importance, induction"}, "heads",

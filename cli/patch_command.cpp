@@ -242,6 +242,11 @@ int run_patch(const PatchFlags& f) {
   LoadedRun run = open_model(f.model);
   const DataDescription& data = run.data;
   const std::string& source = run.source;
+  if (data.is_classifier()) {
+    throw std::invalid_argument(fmt::format("{} is a classifier ({}): patching between items of two classes is not "
+                                            "built yet (docs/cli/patch.md)",
+                                            source, data.source_name()));
+  }
   if (data.is_text() && !given) {
     throw std::invalid_argument(fmt::format("--clean: {} is a text model, which has no task to draw pairs from: give "
                                             "--clean TEXT --corrupted TEXT --answer A --wrong W",

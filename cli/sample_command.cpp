@@ -188,6 +188,12 @@ int run_sample(const SampleFlags& flags) {
   LoadedRun run = open_model(flags.model);
   const std::string& source = run.source;
   const DataDescription& data = run.data;
+  if (data.is_classifier()) {
+    throw std::invalid_argument(fmt::format(
+        "{} is a classifier ({}): it predicts a label, it does not write text; see headroom eval, or headroom "
+        "attention --input TEXT",
+        source, data.source_name()));
+  }
   if (flags.top_k && (*flags.top_k == 0 || *flags.top_k > data.vocab)) {
     throw std::invalid_argument(fmt::format("--top-k: must be from 1 to the model's vocab {}, got {}", data.vocab,
                                             *flags.top_k));

@@ -131,28 +131,23 @@ std::vector<fs::path> fortune_files(const fs::path& dir) {
   return files;
 }
 
-std::vector<CorpusItem> fortunes_topic(const fs::path& root, const CorpusInfo& info) {
+std::vector<CorpusItem> fortunes_topic(const fs::path& root, const CorpusInfo&) {
   std::vector<CorpusItem> items;
   for (const std::string& topic : kFortuneTopics) {
-    const fs::path file = root / kFortunesDir / topic;
-    require(info.name, file, info.packages);
-    read_fortunes(file, topic, items);
+    read_fortunes(root / kFortunesDir / topic, topic, items);
   }
   return items;
 }
 
-std::vector<CorpusItem> fortunes_lang(const fs::path& root, const CorpusInfo& info) {
+std::vector<CorpusItem> fortunes_lang(const fs::path& root, const CorpusInfo&) {
   std::vector<CorpusItem> items;
   const fs::path top = root / kFortunesDir;
   for (const FortuneLanguage& lang : kFortuneLanguages) {
     if (lang.label == "pt") {
-      require(info.name, top / "brasil", lang.package);
       read_fortunes(top / "brasil", lang.label, items);
       continue;
     }
     const fs::path dir = lang.dir.empty() ? top : top / lang.dir;
-    // The top level is English only in the files `fortunes` and `fortunes-min` ship.
-    require(info.name, lang.dir.empty() ? top / "people" : dir, lang.package);
     for (const fs::path& file : fortune_files(dir)) {
       if (lang.dir.empty() && file.filename() == "brasil") continue;
       read_fortunes(file, lang.label, items);
@@ -163,11 +158,10 @@ std::vector<CorpusItem> fortunes_lang(const fs::path& root, const CorpusInfo& in
 
 // WordNet's data.<pos> files: a line per synset, "offset lexfile pos ... | gloss";
 // the licence lines at the top start with two spaces.
-std::vector<CorpusItem> wordnet_pos(const fs::path& root, const CorpusInfo& info) {
+std::vector<CorpusItem> wordnet_pos(const fs::path& root, const CorpusInfo&) {
   std::vector<CorpusItem> items;
   for (const char* pos : {"noun", "verb", "adj", "adv"}) {
     const fs::path file = root / "usr/share/wordnet" / fmt::format("data.{}", pos);
-    require(info.name, file, info.packages);
     const std::string what = fmt::format("WordNet file '{}'", file.string());
     std::istringstream lines(read_bytes(file, what));
     std::string line;
@@ -190,10 +184,8 @@ std::vector<CorpusItem> wordnet_pos(const fs::path& root, const CorpusInfo& info
 // The King James Bible as `bible -l0` prints it: a "Book N" heading per chapter, then
 // "  V text" per verse. The package's data file is compressed in a format of its own,
 // so we read it through its reader.
-std::vector<CorpusItem> kjv(const fs::path& root, const CorpusInfo& info) {
+std::vector<CorpusItem> kjv(const fs::path& root, const CorpusInfo&) {
   const fs::path program = root / "usr/bin/bible";
-  require(info.name, program, info.packages);
-  require(info.name, root / "usr/lib/bible.data", "bible-kjv-text");
   const std::string command = fmt::format("'{}' -l0 'Gen1:1-Rev22:21' 2>/dev/null", program.string());
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
   if (!pipe) throw DataError(fmt::format("corpus kjv: cannot run {}", program.string()));
@@ -284,7 +276,30 @@ const CorpusInfo& find_corpus(const std::string& name) {
   throw DataError(fmt::format("unknown corpus '{}' (corpora: {})", name, fmt::join(corpus_names(), ", ")));
 }
 
+void check_installed(const std::string& name, const fs::path& root) {
+  const CorpusInfo& info = find_corpus(name);
+  if (name == "kjv") {
+    require(name, root / "usr/bin/bible", info.packages);
+    require(name, root / "usr/lib/bible.data", "bible-kjv-text");
+  } else if (name == "fortunes-topic") {
+    for (const std::string& topic : kFortuneTopics) require(name, root / kFortunesDir / topic, info.packages);
+  } else if (name == "fortunes-lang") {
+    for (const FortuneLanguage& lang : kFortuneLanguages) {
+      // The top level is English in the files `fortunes` ships, and Portuguese in one.
+      const fs::path where = lang.label == "pt"   ? root / kFortunesDir / "brasil"
+                             : lang.dir.empty()   ? root / kFortunesDir / "people"
+                                                  : root / kFortunesDir / lang.dir;
+      require(name, where, lang.package);
+    }
+  } else {
+    for (const char* pos : {"noun", "verb", "adj", "adv"}) {
+      require(name, root / "usr/share/wordnet" / fmt::format("data.{}", pos), info.packages);
+    }
+  }
+}
+
 Corpus load_corpus(const std::string& name, const fs::path& root) {
+  check_installed(name, root);
   const CorpusInfo& info = find_corpus(name);
   Corpus corpus{.name = info.name, .kind = info.kind};
   if (name == "kjv") corpus.items = kjv(root, info);

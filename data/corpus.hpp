@@ -56,6 +56,10 @@ std::vector<std::string> corpus_names();
 // The registry entry called `name`, or a DataError listing the names.
 const CorpusInfo& find_corpus(const std::string& name);
 
+// Throws the DataError load_corpus would for a missing package, without reading
+// anything: the files and the program the corpus reads are there.
+void check_installed(const std::string& name, const std::filesystem::path& root = "/");
+
 // Reads corpus `name` from the files its packages install under `root` (the file
 // system's root; a test points it elsewhere). A missing file or program is a
 // DataError "corpus kjv: /usr/bin/bible is missing: install it with `apt-get install

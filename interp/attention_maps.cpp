@@ -29,12 +29,22 @@ std::string one_line_text(const std::u32string& text) {
 
 AttentionInput labelled(std::vector<Index> ids, const DataDescription& data, const std::string& source) {
   AttentionInput in;
-  if (data.is_text()) {
+  if (data.is_text() || data.is_classifier()) {
     const CharVocab vocab = char_vocab(data, source);
+    // A classifier's characters start at id 2, after pad and the separator.
+    const Index first = data.is_classifier() ? 2 : 0;
     std::u32string text;
-    for (const Index id : ids) text += vocab.alphabet().at(static_cast<std::size_t>(id));
-    for (const char32_t c : text) in.labels.push_back(visible_character(c));
-    in.description = fmt::format("\"{}\"", one_line_text(text));
+    std::string after;  // a classifier's separator and what follows it
+    for (const Index id : ids) {
+      in.labels.push_back(token_label(data, id));
+      const auto i = static_cast<std::size_t>(id - first);
+      if (id >= first && i < vocab.size() && after.empty()) {
+        text += vocab.alphabet()[i];
+      } else {
+        after += (after.empty() ? "" : " ") + in.labels.back();
+      }
+    }
+    in.description = fmt::format("\"{}\"{}", one_line_text(text), after.empty() ? "" : " " + after);
   } else {
     for (const Index id : ids) in.labels.push_back(task_token_label(id));
     in.description = render_task_tokens(ids);
@@ -58,12 +68,26 @@ std::string visible_character(char32_t c) {
   return out;
 }
 
+std::string token_label(const DataDescription& data, Index id) {
+  if (!data.is_text() && !data.is_classifier()) return task_token_label(id);
+  const auto i = static_cast<std::size_t>(id);
+  if (data.is_text()) return visible_character(data.alphabet.at(i));
+  if (id == kPad) return "_";
+  if (id == kSep) return "|";
+  if (i < 2 + data.alphabet.size()) return visible_character(data.alphabet.at(i - 2));
+  return "<" + data.labels.at(i - 2 - data.alphabet.size()) + ">";
+}
+
 AttentionInput attention_input(const std::string& input, const DataDescription& data, const std::string& source) {
   std::vector<Index> ids;
-  if (data.is_text()) {
+  if (data.is_text() || data.is_classifier()) {
     if (input.empty()) throw std::invalid_argument("--input: is empty (it needs at least one character)");
     const IndexArray encoded = char_vocab(data, source).encode(std::string_view(input), "--input");
     ids.assign(encoded.begin(), encoded.end());
+    if (data.is_classifier()) {
+      for (Index& id : ids) id += 2;
+      ids.push_back(kSep);
+    }
   } else {
     ids = parse_task_tokens(input, data.vocab, "--input");
   }
@@ -81,10 +105,12 @@ AttentionInput validation_example(std::size_t n, const DataDescription& data, co
   Rng rng(stream_seed(0, kValidationExampleStream));
   Batch row;
   for (std::size_t i = 0; i <= n; ++i) row = dataset->sample(1, Split::val, rng);
-  const std::size_t T = data.seq_len;
-  AttentionInput in = labelled(std::vector<Index>(row.tokens.data(), row.tokens.data() + T), data, source);
-  in.description = fmt::format("validation example {} of {}: {}", n, data.is_text() ? data.text : data.task,
-                               in.description);
+  std::vector<Index> ids(row.tokens.data(), row.tokens.data() + data.seq_len);  // (T)
+  // A classifier's row ends at its separator, where it answers: the pad after it is
+  // read by nothing that counts.
+  if (data.is_classifier()) ids.resize(static_cast<std::size_t>(std::find(ids.begin(), ids.end(), kSep) - ids.begin()) + 1);
+  AttentionInput in = labelled(std::move(ids), data, source);
+  in.description = fmt::format("validation example {} of {}: {}", n, data.source_name(), in.description);
   return in;
 }
 

@@ -35,8 +35,14 @@ inline constexpr std::size_t kMaxAttentionExample = 100000;
 // symbols, so that a space or a newline does not read as an empty label.
 std::string visible_character(char32_t c);
 
+// A token of a model's vocabulary as an axis label: a text model's character
+// (visible_character); a classifier's character, "_" pad, "|" separator or "<label>"
+// (data/labelled_dataset.hpp); a toy task's id or special (task_token_label).
+std::string token_label(const DataDescription& data, Index id);
+
 // The user's input: text for a text model, token ids (or _ | ?) for a toy-task
-// model. std::invalid_argument starting with "--input" for an empty or bad input.
+// model, text for a classifier, which reads it with the separator after it (where it
+// predicts the label). std::invalid_argument starting with "--input" for an empty or bad input.
 AttentionInput attention_input(const std::string& input, const DataDescription& data, const std::string& source);
 
 // Validation example n of the model's own data: the n-th row drawn from the

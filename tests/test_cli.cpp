@@ -71,7 +71,7 @@ TEST_CASE("help explains the command and its flags") {
 
 namespace {
 
-const std::vector<std::string> kCommands{"train",    "sample", "eval",   "convert", "params", "attention",
+const std::vector<std::string> kCommands{"train",    "sample", "eval",   "convert", "params", "corpora", "attention",
                                          "heads",    "circuits", "patch", "ablate",  "claims", "gradcheck"};
 
 std::size_t count_words(const std::string& text) {
@@ -255,7 +255,7 @@ TEST_CASE("user mistakes get one line naming the problem and exit status 2") {
   const Bad cases[] = {
       {"", "A subcommand is required"},
       {"gradchek", "unknown command 'gradchek' (did you mean 'gradcheck'?)"},
-      {"xyz", "unknown command 'xyz'; commands: train, sample, eval, convert, params, attention"},
+      {"xyz", "unknown command 'xyz'; commands: train, sample, eval, convert, params, corpora, attention"},
       {"gradcheck --sed 3", "unknown flag --sed (did you mean --seed?)"},
       {"gradcheck --sed=3", "unknown flag --sed (did you mean --seed?)"},
       {"train --stpes 10", "unknown flag --stpes (did you mean --steps?)"},  // a flag of an option group

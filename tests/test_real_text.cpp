@@ -89,6 +89,23 @@ TEST_CASE("train --labelled: a classifier of a TSV file, its counts printed, bea
   CHECK(table.output.find("majority baseline (abc)") != std::string::npos);
   CHECK(table.output.find("true \\ predicted") != std::string::npos);
   check_refused("eval --model " + (dir / "run").string() + " --seed 3", "--seed 3: a classifier is evaluated on every");
+  // The tools that look inside read a classifier's tokens: characters, | and <label>.
+  const CliResult att = run_headroom("attention --model " + (dir / "run").string() + " --input abcab --out " +
+                                     (dir / "att.svg").string());
+  INFO(att.output);
+  CHECK(att.status == 0);
+  CHECK(att.output.find("classifier, 1 layer x 2 heads") != std::string::npos);
+  CHECK(att.output.find("input \"abcab\" | (6 tokens)") != std::string::npos);
+  const CliResult circuits = run_headroom("circuits --model " + (dir / "run").string());
+  INFO(circuits.output);
+  CHECK(circuits.status == 0);
+  CHECK(circuits.output.find("(token |)") != std::string::npos);
+  CHECK(circuits.output.find("'<") != std::string::npos);
+  CHECK(run_headroom("heads --model " + (dir / "run").string()).status == 0);
+  check_refused("sample --model " + (dir / "run").string(), "is a classifier (labelled " + tsv.string() +
+                                                                "): it predicts a label, it does not write text");
+  check_refused("patch --model " + (dir / "run").string(), "is a classifier (labelled " + tsv.string() +
+                                                               "): patching between items of two classes is not built yet");
   check_refused("eval --model " + (dir / "run").string() + " --text " + tsv.string(),
                 "--text needs a character-level model; " + (dir / "run/model.safetensors").string() +
                     " is a classifier model (labelled " + tsv.string() + ")");
@@ -162,4 +179,19 @@ TEST_CASE("train --corpus kjv: a character-level model of the King James Bible, 
   INFO(s.output);
   CHECK(s.status == 0);
   CHECK(s.output.find("And God") != std::string::npos);
+}
+
+TEST_CASE("headroom corpora lists every corpus with its state, and describes one by split and label") {
+  const CliResult list = run_headroom("corpora");
+  INFO(list.output);
+  CHECK(list.status == 0);
+  for (const std::string& name : hr::corpus_names()) CHECK(list.output.find(name + " ") != std::string::npos);
+  check_refused("corpora --corpus kvj", "unknown corpus 'kvj'");
+  if (!installed("fortunes-topic")) return;
+  const CliResult one = run_headroom("corpora --corpus fortunes-topic");
+  INFO(one.output);
+  CHECK(one.status == 0);
+  const hr::CorpusCounts counts = hr::count_items(hr::load_corpus("fortunes-topic"));
+  CHECK(one.output.find("labels    13") != std::string::npos);
+  CHECK(one.output.find(std::to_string(counts.train.at("zippy")) + " train") != std::string::npos);
 }
