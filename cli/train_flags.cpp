@@ -274,7 +274,15 @@ TrainConfig build_config(const TrainFlags& f, const std::string& config_file, Op
     task = file_task->get<std::string>();
   }
   if (given(f, "data.task")) task = flag_data(f).task;
-  TrainConfig c = task_defaults(task);
+  // A run on real text takes its source's defaults: the flags' source, else the file's.
+  DataConfig source = flag_data(f);
+  if (text_run && !source_flag) {
+    for (const char* key : kTextSourceKeys) {
+      const nlohmann::json* value = file_data_key(object, key);
+      if (value != nullptr && value->is_string()) source.*text_source_member(key) = value->get<std::string>();
+    }
+  }
+  TrainConfig c = text_run ? text_defaults(source) : task_defaults(task);
   if (preset != nullptr) apply_preset(*preset, c.model);
   if (!config_file.empty()) update_from_json(c, object, config_file);
   for (const auto& [key, set] : f.given) set(c);

@@ -41,6 +41,16 @@ TaskSettings task_settings(const std::string& task) {
   return {};
 }
 
+TaskSettings text_settings(const std::string& corpus, bool labelled_file) {
+  if (corpus.empty() && !labelled_file) return {};
+  // The global 16 characters would cut most fortunes and glosses to a few words and
+  // give a language model of the KJV less than a verse of context; 128 holds most
+  // glosses and about half the fortunes whole. A classifier counts one target per
+  // row, so it needs more steps than a task with several; at the default model, 2000
+  // steps take a few minutes on 2 cores (docs/cli/corpora.md).
+  return {.seq_len = 128, .steps = 2000, .eval_every = 250};
+}
+
 std::vector<std::string> tasks_with_own_settings() {
   std::vector<std::string> out;
   for (const std::string& t : task_names()) {

@@ -28,6 +28,11 @@ struct TaskSettings {
 // defaults (or a name that is not a task; make_task rejects those).
 TaskSettings task_settings(const std::string& task);
 
+// The settings of a run on real text: `corpus` a registered corpus's name, or empty
+// for a --labelled file; all empty for a --text file, which trains at the global
+// defaults. Rows long enough for most items and more steps than a toy task needs.
+TaskSettings text_settings(const std::string& corpus, bool labelled_file);
+
 // The tasks with settings of their own, in task_names() order.
 std::vector<std::string> tasks_with_own_settings();
 

@@ -179,6 +179,13 @@ TEST_CASE("train --corpus kjv: a character-level model of the King James Bible, 
   INFO(s.output);
   CHECK(s.status == 0);
   CHECK(s.output.find("And God") != std::string::npos);
+  // A corpus's own defaults: rows of 128 characters, 2000 steps.
+  const CliResult defaults = run_headroom("train --corpus kjv --steps 2 --no-save --quiet");
+  INFO(defaults.output);
+  CHECK(defaults.status == 0);
+  CHECK(defaults.output.find("(vocab " + std::to_string(j["vocab"].get<int>()) + ", seq_len 128)") != std::string::npos);
+  const CliResult config = run_headroom("train --corpus kjv --steps 2 --out " + (dir / "d").string() + " --quiet");
+  CHECK(nlohmann::json::parse(read_file(dir / "d/config.json"))["train"]["eval_every"] == 250);
 }
 
 TEST_CASE("headroom corpora lists every corpus with its state, and describes one by split and label") {

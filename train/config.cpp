@@ -239,10 +239,9 @@ std::string tasks_reading(const std::string& key) {
   return names.empty() ? last : fmt::format("{} and {}", fmt::join(names, ", "), last);
 }
 
-TrainConfig task_defaults(const std::string& task) {
-  TrainConfig c;
-  c.data.task = task;
-  const TaskSettings s = task_settings(task);
+namespace {
+
+void apply_settings(const TaskSettings& s, TrainConfig& c) {
   if (s.seq_len) c.data.seq_len = *s.seq_len;
   if (s.vocab) c.data.vocab = *s.vocab;
   if (s.batch) c.optim.batch = *s.batch;
@@ -251,6 +250,20 @@ TrainConfig task_defaults(const std::string& task) {
   if (s.weight_decay) c.optim.weight_decay = *s.weight_decay;
   if (s.steps) c.optim.steps = *s.steps;
   if (s.eval_every) c.optim.eval_every = *s.eval_every;
+}
+
+}  // namespace
+
+TrainConfig task_defaults(const std::string& task) {
+  TrainConfig c;
+  c.data.task = task;
+  apply_settings(task_settings(task), c);
+  return c;
+}
+
+TrainConfig text_defaults(const DataConfig& source) {
+  TrainConfig c;
+  apply_settings(text_settings(source.corpus, !source.labelled.empty()), c);
   return c;
 }
 

@@ -129,6 +129,9 @@ struct TrainConfig {
 // The defaults for a task: the global defaults above, with the task's own settings
 // (data/task_defaults.hpp) where it needs others to reach 99% validation accuracy.
 TrainConfig task_defaults(const std::string& task);
+// The defaults for a run on real text (data/task_defaults.hpp, text_settings): those
+// of a corpus or a labelled file, the global ones for a text file.
+TrainConfig text_defaults(const DataConfig& source);
 
 // The peak rate of a model without norms (`--norm none`) when no flag, config file or
 // task gives one. With GPT-2's 0.02 initialisation and no LayerNorm to rescale the
