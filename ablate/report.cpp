@@ -198,9 +198,7 @@ std::string describe(const SweepPlan& plan) {
   };
   const TrainConfig& c = plan.runs.front().config;
   std::vector<std::string> parts;
-  if (same([](const TrainConfig& x) { return x.data.text + "|" + x.data.task; })) {
-    parts.push_back(c.data.text.empty() ? fmt::format("task {}", c.data.task) : fmt::format("text {}", c.data.text));
-  }
+  if (same([](const TrainConfig& x) { return data_source(x.data); })) parts.push_back(data_source(c.data));
   if (same([](const TrainConfig& x) { return x.model.vocab; })) parts.push_back(fmt::format("vocab {}", c.model.vocab));
   if (same([](const TrainConfig& x) { return x.data.seq_len; })) parts.push_back(fmt::format("seq_len {}", c.data.seq_len));
   if (same([](const TrainConfig& x) { return x.model.d_model; })) parts.push_back(fmt::format("d_model {}", c.model.d_model));

@@ -421,13 +421,15 @@ SweepPlan plan_sweep(const SweepSpec& spec) {
   if (spec.seeds.empty()) throw std::invalid_argument("a sweep needs at least one seed");
   // A text run has no task and takes its vocabulary from the text: sweeping either
   // over a text base would train the same run under several names (docs/design.md #11).
-  const bool text_axis = std::any_of(spec.axes.begin(), spec.axes.end(),
-                                     [](const SweepAxis& a) { return a.section == "data" && a.key == "text"; });
+  const bool text_axis = std::any_of(spec.axes.begin(), spec.axes.end(), [](const SweepAxis& a) {
+    return a.section == "data" && std::find(std::begin(kTextSourceKeys), std::end(kTextSourceKeys), a.key) !=
+                                      std::end(kTextSourceKeys);
+  });
   for (const SweepAxis& a : spec.axes) {
-    if (!spec.base.data.text.empty() && !text_axis && a.section == "data" && (a.key == "task" || a.key == "vocab")) {
-      throw std::invalid_argument(fmt::format("--sweep {}: the base config trains on the text {}, which has no task and takes its "
+    if (reads_text(spec.base.data) && !text_axis && a.section == "data" && (a.key == "task" || a.key == "vocab")) {
+      throw std::invalid_argument(fmt::format("--sweep {}: the base config trains on the {}, which has no task and takes its "
                       "vocabulary from the text, so every value would train the same run",
-                      a.key, spec.base.data.text));
+                      a.key, data_source(spec.base.data)));
     }
   }
 

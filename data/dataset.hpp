@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -54,6 +55,13 @@ class Dataset {
   // `batch` rows drawn from `split`. Deterministic given rng's state: the same seed
   // gives bit-identical batches. Every row has at least one counted target.
   virtual Batch sample(std::size_t batch, Split split, Rng& rng) const = 0;
+
+  // The validation batches of a source whose val split is a fixed set of items worth
+  // scoring as a set (a classifier's): `batches` batches of `batch` rows, the same for
+  // every seed; nothing for a source that validates on drawn batches.
+  virtual std::optional<std::vector<Batch>> fixed_validation(std::size_t /*batches*/, std::size_t /*batch*/) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace headroom

@@ -109,6 +109,27 @@ Batch LabelledDataset::sample(std::size_t batch, Split split, Rng& rng) const {
   return out;
 }
 
+std::optional<std::vector<Batch>> LabelledDataset::fixed_validation(std::size_t batches, std::size_t batch) const {
+  if (batch == 0) throw DataError(fmt::format("LabelledDataset {}: batch size must be positive, got 0", name_));
+  const std::size_t n = val_.size(), wanted = batches * batch, items = std::min(n, wanted);
+  const std::size_t row_len = seq_len_ + 1;
+  std::vector<Batch> out;
+  for (std::size_t first = 0; first < items; first += batch) {
+    const std::size_t B = std::min(batch, items - first);
+    Batch b{IndexArray::from_shape({B, row_len}), Mask::from_shape({B, seq_len_})};
+    std::fill(b.target_mask.begin(), b.target_mask.end(), false);
+    for (std::size_t r = 0; r < B; ++r) {
+      const std::size_t j = first + r;
+      const Item& item = val_[items == n ? j : j * n / items];
+      const LabelledRow row = make_row(item.chars, item.label);
+      std::copy(row.ids.begin(), row.ids.end(), b.tokens.data() + r * row_len);
+      b.target_mask.data()[r * seq_len_ + row.position] = true;
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 std::string LabelledDataset::token_text(Index id) const {
   if (id == kPad) return "_";
   if (id == kSep) return "|";

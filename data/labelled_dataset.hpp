@@ -41,6 +41,12 @@ class LabelledDataset : public Dataset {
   std::size_t seq_len() const override { return seq_len_; }
   // Items drawn uniformly from the split, with replacement.
   Batch sample(std::size_t batch, Split split, Rng& rng) const override;
+  // batches * batch val items spread evenly over the split (item j * n / (batches *
+  // batch); every item once when the split has no more), so that every run of a
+  // sweep is scored on the same items whatever its seed: differences between runs
+  // are then the models', not the draws'. The last batch is shorter when the split
+  // has fewer items than asked for.
+  std::optional<std::vector<Batch>> fixed_validation(std::size_t batches, std::size_t batch) const override;
 
   const CharVocab& vocab() const { return vocab_; }
   const std::vector<std::string>& labels() const { return labels_; }

@@ -247,6 +247,37 @@ TEST_CASE("LabelledDataset rows: the item, the separator, the label token, pad, 
         "LabelledDataset toy: seq_len 1 is too short: needs at least 2 (a character and the separator)");
 }
 
+TEST_CASE("A classifier validates on fixed items spread over its val split, the same for every seed") {
+  hr::Corpus corpus{.name = "toy", .kind = hr::CorpusKind::labelled, .labels = {"a", "b"}};
+  for (int i = 0; i < 400; ++i) {
+    const std::string s = std::string(i < 200 ? "a" : "b") + std::to_string(i);
+    corpus.items.push_back({i < 200 ? "a" : "b", std::u32string(s.begin(), s.end())});
+  }
+  const hr::LabelledDataset data(corpus, 8);
+  const std::size_t n = data.items(Split::val);
+  REQUIRE(n > 12);
+  const std::vector<hr::Batch> batches = *data.fixed_validation(3, 4);
+  REQUIRE(batches.size() == 3);
+  // Item j * n / 12 of the split, in order: both labels, since the items come a label at a time.
+  std::set<hr::Index> labels;
+  for (std::size_t b = 0; b < 3; ++b) {
+    for (std::size_t r = 0; r < 4; ++r) {
+      const hr::LabelledRow want = data.row(Split::val, (4 * b + r) * n / 12);
+      CHECK(std::equal(want.ids.begin(), want.ids.end(), batches[b].tokens.data() + r * 9));
+      labels.insert(want.ids[want.position + 1]);
+    }
+  }
+  CHECK(labels.size() == 2);
+  // Asked for more than there are: every item once, the last batch short.
+  const std::vector<hr::Batch> all = *data.fixed_validation(100, 32);
+  CHECK(all.size() == (n + 31) / 32);
+  CHECK(all.back().tokens.shape()[0] == n - 32 * (all.size() - 1));
+  // A language model validates on drawn windows.
+  const TempDir dir("fixed-validation");
+  const hr::CharDataset chars(write(dir, "t.txt", "abcdefghij"), write(dir, "v.txt", "abcdefgh"), {.seq_len = 4});
+  CHECK_FALSE(chars.fixed_validation(2, 2).has_value());
+}
+
 TEST_CASE("CharDataset from a text and a held-out file, and from a text corpus split by item") {
   const TempDir dir("val-text");
   const fs::path train = write(dir, "train.txt", "abcabcabcabc");

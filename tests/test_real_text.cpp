@@ -71,6 +71,11 @@ TEST_CASE("train --labelled: a classifier of a TSV file, its counts printed, bea
 
   const nlohmann::json j = eval_json(dir / "run");
   CHECK(j["kind"] == "classifier");
+  // The trainer validated on every val item (fewer than its 8 batches of 32): its last
+  // val loss is eval's, the label token's cross-entropy over the same items.
+  const std::vector<std::string> rows = lines_of(read_file(dir / "run/metrics.csv"));
+  const double trained_val = parse_number(fields(rows.back())[2], "val_loss");
+  CHECK(trained_val == doctest::Approx(j["loss"].get<double>()).epsilon(1e-4));
   CHECK(j["labels"] == nlohmann::json{"abc", "mno", "xyz"});
   CHECK(j["items"] == counts.val.at("abc") + counts.val.at("mno") + counts.val.at("xyz"));
   CHECK(j["majority_label"] == "abc");

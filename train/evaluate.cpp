@@ -98,6 +98,7 @@ EvalScope::~EvalScope() { model_.train(was_training_); }
 
 std::vector<Batch> validation_batches(const Dataset& data, std::size_t batches, std::size_t batch,
                                       std::uint64_t seed) {
+  if (std::optional<std::vector<Batch>> fixed = data.fixed_validation(batches, batch)) return *std::move(fixed);
   Rng rng(seed);
   std::vector<Batch> out;
   out.reserve(batches);

@@ -58,7 +58,8 @@ class EvalScope {
 // draws the same batches as the trainer did.
 constexpr std::uint64_t validation_seed(std::uint64_t seed) { return stream_seed(seed, 2); }
 
-// The `batches` validation batches of `batch` rows that evaluate() draws for `seed`.
+// The `batches` validation batches of `batch` rows that evaluate() draws for `seed`,
+// or the source's fixed ones (Dataset::fixed_validation: a classifier's).
 std::vector<Batch> validation_batches(const Dataset& data, std::size_t batches, std::size_t batch, std::uint64_t seed);
 
 // The Bayes loss of the counted targets of the given batches (the mean of their
