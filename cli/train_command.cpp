@@ -245,8 +245,8 @@ int run_train(const TrainCommandFlags& flags) {
   }
   fmt::print("{}\n", convergence_line(s.convergence, config.optim.min_delta));
   if (!options.out_dir.empty()) {
-    fmt::print("wrote {0}/config.json, {0}/metrics.csv and {0}/model.safetensors (checkpoints in "
-               "{0}/checkpoints)\n",
+    fmt::print("wrote {0}/config.json, {0}/metrics.csv (plotted in {0}/loss.svg) and {0}/model.safetensors "
+               "(checkpoints in {0}/checkpoints)\n",
                options.out_dir);
     if (!heads_plot.empty()) {
       fmt::print("tracked heads: {0}/tracked_heads.csv, plotted with the ICL score in {1}\n", options.out_dir, heads_plot);
@@ -323,14 +323,14 @@ Run add_train_command(CLI::App& app) {
       "Read settings from a JSON file like the config.json a run writes (at most 1 MiB; a key given twice is an error)")
       ->type_name("FILE");
   CLI::Option* out = cmd->add_option("--out", f->out,
-                                     "Write config.json, metrics.csv, checkpoints/ and model.safetensors into this "
-                                     "directory, which must be missing, empty or (with --overwrite) a run (default: "
-                                     "runs/TASK or runs/TEXT-STEM, or the next free runs/NAME-2, -3, ...)")
+                                     "Write config.json, metrics.csv, loss.svg, checkpoints/ and model.safetensors "
+                                     "into this directory, which must be missing, empty or (with --overwrite) a run "
+                                     "(default: runs/TASK or runs/TEXT-STEM, or the next free runs/NAME-2, -3, ...)")
                           ->type_name("DIR");
   CLI::Option* overwrite = cmd->add_flag(
       "--overwrite", f->overwrite,
-      "Let --out DIR hold a run, and replace it: its config.json, metrics.csv, model.safetensors and checkpoints/ "
-      "are removed first (other files are never touched)");
+      "Let --out DIR hold a run, and replace it: its config.json, metrics.csv, loss.svg, model.safetensors and "
+      "checkpoints/ are removed first (other files are never touched)");
   CLI::Option* no_save =
       cmd->add_flag("--no-save", f->no_save, "Write nothing: a throwaway run (not with --out or --overwrite)");
   CLI::Option* resume = cmd->add_option("--resume", f->resume, resume_help())->type_name("DIR");

@@ -15,6 +15,7 @@
 #include "train/out_dir.hpp"
 #include "train/resources.hpp"
 #include "train/init_from.hpp"
+#include "train/loss_plot.hpp"
 #include "train/resume.hpp"
 #include "train/run_dir.hpp"
 #include "train/step.hpp"
@@ -155,7 +156,18 @@ class Loop {
     write_file_atomically(out_dir_ / "config.json", to_json(config_).dump(2) + "\n");
     metrics_ = MetricsWriter::open(out_dir_, metrics_text);
     if (o_.track_heads) heads_ = HeadLogWriter::open(out_dir_, heads_text);
+    // The interrupted run may have drawn rows past its checkpoint that metrics.csv
+    // has just lost: the plot follows the file from the start.
+    if (options_.resume) plot_losses();
   }
+
+  void plot_losses() {
+    write_loss_plot(out_dir_, fmt::format("{}: loss during training", data_.name()),
+                    per_character() ? LossTargets::characters : LossTargets::tokens);
+  }
+
+  // A text's losses are per character (docs/cli/train.md); a toy task's per target token.
+  bool per_character() const { return !config_.data.text.empty(); }
 
   // A resumed run's validations before its checkpoint, as metrics.csv recorded them,
   // and early stopping's state after them (train/resume.hpp, patience_ran_out, says
@@ -193,6 +205,13 @@ class Loop {
     p.train_loss = state_.steps_since > 0 ? state_.loss_since / static_cast<double>(state_.steps_since) : NAN;
     p.tokens_per_s = window_s > 0 ? static_cast<double>(state_.tokens_since) / window_s : 0;
     if (step % o_.eval_every != 0 && step != o_.steps) return p;
+    validate(step, lr, r, p);
+    return p;
+  }
+
+  // A validation: p.val, the run's bests, early stopping, the rows of
+  // metrics.csv (and tracked_heads.csv) and the plot.
+  void validate(std::size_t step, double lr, const StepResult& r, Progress& p) {
     p.evaluated = true;
     if (val_batches_.empty()) val_batches_ = validation_batches(data_, o_.eval_batches, o_.batch, validation_seed(o_.seed));
     p.val = evaluate_batches(model_, val_batches_);  // the same batches at every validation
@@ -216,13 +235,13 @@ class Loop {
     metrics_.append({.step = step, .train_loss = p.train_loss, .val_loss = p.val.loss,
                      .val_accuracy = p.val.accuracy, .val_excess_loss = excess, .lr = lr, .grad_norm = r.grad_norm,
                      .tokens_per_s = p.tokens_per_s, .icl_score = p.val.icl_score});
+    if (!out_dir_.empty()) plot_losses();
     state_.last_train_loss = p.train_loss;
     state_.last_val = p.val;
     state_.loss_since = 0;
     state_.steps_since = 0;
     state_.tokens_since = 0;
     last_report_ = Clock::now();
-    return p;
   }
 
   void checkpoint(double elapsed_s) {

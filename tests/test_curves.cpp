@@ -1,0 +1,158 @@
+// What a run shows of its curve (issue 46): DIR/loss.svg drawn from metrics.csv, and
+// redrawn with it after a resume.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include "train/loss_plot.hpp"
+#include "train/metrics.hpp"
+#include "train/trainer.hpp"
+#include "cli_runner.hpp"
+#include "support.hpp"
+
+namespace hr = headroom;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A tiny run of a task with a Bayes loss above 0, so that its plot has the line.
+const std::string kTinyLags =
+    "train --task lags --d-model 16 --heads 2 --layers 1 --batch 8 --eval-batches 2 --warmup 2 ";
+
+// The points of the polyline whose <title> is `name`: "x,y" pairs.
+std::vector<std::string> polyline_points(const std::string& svg, const std::string& name) {
+  const std::size_t title = svg.find("<title>" + name + "</title></polyline>");
+  REQUIRE_MESSAGE(title != std::string::npos, "no curve named " << name);
+  const std::string open = "<polyline points=\"";
+  const std::size_t from = svg.rfind(open, title) + open.size();
+  const std::string points = svg.substr(from, svg.find('"', from) - from);
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < points.size()) {
+    const std::size_t space = points.find(' ', at);
+    out.push_back(points.substr(at, space - at));
+    at = space == std::string::npos ? points.size() : space + 1;
+  }
+  return out;
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// The checks any loss.svg passes: a whole SVG document, its axes labelled with
+// units, and both curves with a point per row of the run's metrics.csv.
+void check_loss_plot(const fs::path& dir, const std::string& unit) {
+  const std::string svg = read_file(dir / "loss.svg");
+  INFO(svg);
+  REQUIRE(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+  CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
+  CHECK(count(svg, "<text") == count(svg, "</text>"));
+  CHECK(count(svg, "<polyline") == count(svg, "</polyline>"));
+  CHECK(svg.find(">training step</text>") != std::string::npos);
+  CHECK(svg.find(">loss (" + unit + ", log scale)</text>") != std::string::npos);
+  const std::size_t rows = hr::read_metrics(dir / "metrics.csv").size();
+  CHECK(rows > 0);
+  CHECK(polyline_points(svg, "train loss (mean since the previous validation)").size() == rows);
+  CHECK(polyline_points(svg, "validation loss").size() == rows);
+}
+
+hr::TrainConfig tiny_copy() {
+  hr::TrainConfig c;
+  c.model.d_model = 16;
+  c.model.n_heads = 2;
+  c.model.n_layers = 1;
+  c.data = {.task = "copy", .text = "", .seq_len = 8, .vocab = 8};
+  c.optim.steps = 60;
+  c.optim.batch = 8;
+  c.optim.warmup = 5;
+  c.optim.eval_every = 10;
+  c.optim.eval_batches = 2;
+  c.optim.save_every = 20;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("loss.svg: a run draws train and validation loss, a point per metrics.csv row, and the Bayes loss") {
+  const TempDir tmp("curves_plot");
+  const fs::path dir = tmp / "run";
+  const CliResult r = run_headroom(kTinyLags + "--steps 40 --eval-every 10 --out " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find(dir.string() + "/loss.svg") != std::string::npos);  // the summary names it
+  check_loss_plot(dir, "nats per counted target");
+  CHECK(hr::read_metrics(dir / "metrics.csv").size() == 4);
+  // lags knows its distribution: the Bayes loss, a dashed level across the steps.
+  const std::string svg = read_file(dir / "loss.svg");
+  const std::vector<std::string> bayes = polyline_points(svg, "Bayes loss (the true distribution&#39;s)");
+  CHECK(bayes.size() == 2);
+  CHECK(svg.find("stroke-dasharray") != std::string::npos);
+  // copy's Bayes loss is 0, which a log axis cannot show: no line, no legend entry.
+  const fs::path copy = tmp / "copy";
+  REQUIRE(run_headroom("train --task copy --vocab 8 --seq-len 8 --d-model 16 --heads 2 --layers 1 --batch 8 "
+                       "--eval-batches 2 --warmup 2 --steps 20 --eval-every 10 -q --out " + copy.string())
+              .status == 0);
+  check_loss_plot(copy, "nats per counted target");
+  CHECK(read_file(copy / "loss.svg").find("Bayes") == std::string::npos);
+}
+
+TEST_CASE("loss.svg: a resume redraws it from metrics.csv cut back to the checkpoint, and ends as the whole run's") {
+  const TempDir whole("curves_whole"), parts("curves_parts");
+  hr::TrainConfig c = tiny_copy();
+  auto data = hr::make_dataset(c);
+  c = hr::finalize(c, *data);
+  hr::TrainOptions once;
+  once.out_dir = whole.path().string();
+  (void)hr::train(c, *data, once);
+  check_loss_plot(whole.path(), "nats per counted target");
+
+  // Stopped at 25 (checkpoint at 25; rows 10 and 20), then, as if the killed run had
+  // gone on past its checkpoint, a row at 30 and its plot.
+  hr::TrainOptions chunk;
+  chunk.out_dir = parts.path().string();
+  chunk.stop_after = 25;
+  (void)hr::train(c, *data, chunk);
+  {
+    std::ofstream(parts / "metrics.csv", std::ios::app) << "30,1.0,1.0,0.5,,,0.001,1.0,10.0\n";
+  }
+  hr::write_loss_plot(parts.path(), "copy: loss during training", hr::LossTargets::tokens);
+  REQUIRE(polyline_points(read_file(parts / "loss.svg"), "validation loss").size() == 3);
+  // Resumed to 27, before any new validation: the plot has lost the row with the file.
+  chunk.resume = true;
+  chunk.stop_after = 27;
+  (void)hr::train(c, *data, chunk);
+  CHECK(hr::read_metrics(parts / "metrics.csv").size() == 2);
+  check_loss_plot(parts.path(), "nats per counted target");
+  // To the end: the same numbers as the whole run, so the same plot, byte for byte.
+  chunk.stop_after = 0;
+  (void)hr::train(c, *data, chunk);
+  check_loss_plot(parts.path(), "nats per counted target");
+  CHECK(read_file(parts / "loss.svg") == read_file(whole / "loss.svg"));
+}
+
+TEST_CASE("loss.svg: a run without an output directory writes no plot, nor anything else") {
+  const TempDir tmp("curves_no_save");
+  const CliResult r = run_program("cd " + tmp.path().string() + " && " + std::string(HEADROOM_BIN),
+                                  kTinyLags + "--steps 10 --eval-every 5 --no-save");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(tmp.entries().empty());
+  // The library the same way: an empty out_dir.
+  hr::TrainConfig c = tiny_copy();
+  c.optim.steps = 10;
+  auto data = hr::make_dataset(c);
+  c = hr::finalize(c, *data);
+  const fs::path before = fs::current_path();
+  fs::current_path(tmp.path());
+  (void)hr::train(c, *data, "", {});
+  fs::current_path(before);
+  CHECK(tmp.entries().empty());
+}
