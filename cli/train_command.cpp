@@ -17,6 +17,7 @@
 #include "cli/progress.hpp"
 #include "cli/train_flags.hpp"
 #include "nn/presets.hpp"
+#include "train/evaluate.hpp"
 #include "train/init_from.hpp"
 #include "train/out_dir.hpp"
 #include "train/resume.hpp"
@@ -54,6 +55,12 @@ void check_flags(const TrainCommandFlags& flags) {
   if (flags.stop_after && *flags.stop_after == 0) {
     throw std::invalid_argument("--stop-after 0: the step to stop after must be at least 1");
   }
+}
+
+// A loss as the terminal shows it: a text's, in nats per character, with its bits
+// per character beside it; a toy task's alone.
+std::string shown_loss(double loss, bool text) {
+  return text ? fmt::format("{:.4f} ({:.3f} bpc)", loss, bits_per_char(loss)) : fmt::format("{:.4f}", loss);
 }
 
 // Where the run writes: --resume's or --out's directory, the default one, or nothing
@@ -110,6 +117,7 @@ int run_train(const TrainCommandFlags& flags) {
   // A resume to a step the run has passed says so, before any check of the steps.
   if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim);
   check_flags_read(flags, {config});
+  const bool text = !config.data.text.empty();
   if (config.optim.track_heads && flags.no_save) {
     throw std::invalid_argument("--track-heads writes DIR/tracked_heads.csv and DIR/tracked_heads.svg: not with --no-save");
   }
@@ -187,19 +195,21 @@ int run_train(const TrainCommandFlags& flags) {
     }
     const double eta = p.step > 0 ? p.elapsed_s * static_cast<double>(p.steps - p.step) / static_cast<double>(p.step) : 0;
     const std::string excess = last_excess ? fmt::format(" excess {:.4f}", *last_excess) : std::string();
-    const std::string val = std::isnan(last_val_loss)
-                                ? std::string("val -")
-                                : fmt::format("val {:.4f}{} acc {:5.1f}%", last_val_loss, excess, 100 * last_val_acc);
+    const std::string val =
+        std::isnan(last_val_loss)
+            ? std::string("val -")
+            : fmt::format("val {}{} acc {:5.1f}%", shown_loss(last_val_loss, text), excess, 100 * last_val_acc);
     if (tty) {
       constexpr int kWidth = 24;
       const int filled = static_cast<int>(kWidth * p.step / p.steps);
-      fmt::print("\r[{:<{}}] step {}/{}  loss {:.4f}  {}  {} tok/s  ETA {}\x1b[K", std::string(filled, '='), kWidth,
-                 p.step, p.steps, p.train_loss, val, rate(p.tokens_per_s), duration(eta));
+      fmt::print("\r[{:<{}}] step {}/{}  loss {}  {}  {} tok/s  ETA {}\x1b[K", std::string(filled, '='), kWidth,
+                 p.step, p.steps, shown_loss(p.train_loss, text), val, rate(p.tokens_per_s), duration(eta));
       if (p.step == p.steps) fmt::print("\n");
       std::fflush(stdout);
     } else if (p.evaluated && !flags.quiet) {
-      fmt::print("step {:>6}/{}  loss {:.4f}  {}  lr {:.3g}  grad norm {:.3f}  {} tok/s  elapsed {}\n", p.step,
-                 p.steps, p.train_loss, val, p.lr, p.grad_norm, rate(p.tokens_per_s), duration(p.elapsed_s));
+      fmt::print("step {:>6}/{}  loss {}  {}  lr {:.3g}  grad norm {:.3f}  {} tok/s  elapsed {}\n", p.step,
+                 p.steps, shown_loss(p.train_loss, text), val, p.lr, p.grad_norm, rate(p.tokens_per_s),
+                 duration(p.elapsed_s));
       std::fflush(stdout);
     }
   };
@@ -236,9 +246,9 @@ int run_train(const TrainCommandFlags& flags) {
                s.early_stop.best_step);
   }
   if (s.skipped_steps > 0) fmt::print("skipped {} updates with a non-finite gradient norm\n", s.skipped_steps);
-  fmt::print("final: train loss {:.4f}, val loss {:.4f}, val accuracy {:.2f}% (best {:.2f}% at step {})\n",
-             s.final_train_loss, s.final_val.loss, 100 * s.final_val.accuracy, 100 * s.best_val_accuracy,
-             s.best_step);
+  fmt::print("final: train loss {}, val loss {}, val accuracy {:.2f}% (best {:.2f}% at step {})\n",
+             shown_loss(s.final_train_loss, text), shown_loss(s.final_val.loss, text), 100 * s.final_val.accuracy,
+             100 * s.best_val_accuracy, s.best_step);
   if (s.final_excess_loss && s.bayes_loss) {
     fmt::print("excess loss {:.4f} (val loss - bayes loss {:.4f}){}\n", *s.final_excess_loss, *s.bayes_loss,
                s.best_excess_loss ? fmt::format(", lowest {:.4f}", *s.best_excess_loss) : std::string());

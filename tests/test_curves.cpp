@@ -1,8 +1,11 @@
 // What a run shows of its curve (issue 46): DIR/loss.svg drawn from metrics.csv, and
-// redrawn with it after a resume.
+// redrawn with it after a resume; a text run's losses in bits per character beside
+// nats (metrics.csv, progress, summary) and none for a toy task.
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,19 @@ namespace {
 // A tiny run of a task with a Bayes loss above 0, so that its plot has the line.
 const std::string kTinyLags =
     "train --task lags --d-model 16 --heads 2 --layers 1 --batch 8 --eval-batches 2 --warmup 2 ";
+
+// A text a character-level model learns something of in a few steps.
+std::string plain_text() {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog and ";
+  return text;
+}
+
+std::string tiny_text_flags(const fs::path& text) {
+  return fmt::format("train --text {} --seq-len 16 --d-model 16 --heads 2 --layers 1 --batch 8 --eval-batches 2 "
+                     "--warmup 2 ",
+                     text.string());
+}
 
 // The points of the polyline whose <title> is `name`: "x,y" pairs.
 std::vector<std::string> polyline_points(const std::string& svg, const std::string& name) {
@@ -62,6 +78,16 @@ void check_loss_plot(const fs::path& dir, const std::string& unit) {
   CHECK(rows > 0);
   CHECK(polyline_points(svg, "train loss (mean since the previous validation)").size() == rows);
   CHECK(polyline_points(svg, "validation loss").size() == rows);
+}
+
+// The four numbers of "LOSS (BPC) ... VAL (BPC)" as a line shows them.
+struct Shown {
+  double train = NAN, train_bpc = NAN, val = NAN, val_bpc = NAN;
+};
+Shown shown_losses(const std::string& text, const char* format) {
+  Shown s;
+  REQUIRE(std::sscanf(text.c_str(), format, &s.train, &s.train_bpc, &s.val, &s.val_bpc) == 4);
+  return s;
 }
 
 hr::TrainConfig tiny_copy() {
@@ -121,7 +147,7 @@ TEST_CASE("loss.svg: a resume redraws it from metrics.csv cut back to the checkp
   chunk.stop_after = 25;
   (void)hr::train(c, *data, chunk);
   {
-    std::ofstream(parts / "metrics.csv", std::ios::app) << "30,1.0,1.0,0.5,,,0.001,1.0,10.0\n";
+    std::ofstream(parts / "metrics.csv", std::ios::app) << "30,1.0,1.0,0.5,,,0.001,1.0,10.0,,\n";
   }
   hr::write_loss_plot(parts.path(), "copy: loss during training", hr::LossTargets::tokens);
   REQUIRE(polyline_points(read_file(parts / "loss.svg"), "validation loss").size() == 3);
@@ -155,4 +181,58 @@ TEST_CASE("loss.svg: a run without an output directory writes no plot, nor anyth
   (void)hr::train(c, *data, "", {});
   fs::current_path(before);
   CHECK(tmp.entries().empty());
+}
+
+TEST_CASE("bits per character: a text run's metrics.csv, progress and summary give loss / ln 2, a task's none") {
+  const TempDir tmp("curves_bpc");
+  const fs::path text = tmp.write("fox.txt", plain_text());
+  const fs::path dir = tmp / "text";
+  const CliResult r = run_headroom(tiny_text_flags(text) + "--steps 30 --eval-every 10 --out " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::vector<hr::MetricsRow> rows = hr::read_metrics(dir / "metrics.csv");
+  REQUIRE(rows.size() == 3);
+  for (const hr::MetricsRow& row : rows) {
+    CAPTURE(row.step);
+    REQUIRE(row.train_bpc.has_value());
+    REQUIRE(row.val_bpc.has_value());
+    // Both 6 decimals in the file: the ratio holds to their rounding.
+    CHECK(std::abs(*row.val_bpc - row.val_loss / std::numbers::ln2) < 2e-6);
+    CHECK(std::abs(*row.train_bpc - row.train_loss / std::numbers::ln2) < 2e-6);
+    // Every progress line shows both beside their nats, to the digits it prints.
+    const std::string head = fmt::format("step {:>6}/30  loss ", row.step);
+    const std::size_t at = r.output.find(head);
+    REQUIRE(at != std::string::npos);
+    const Shown shown = shown_losses(r.output.substr(at + head.size()), "%lf (%lf bpc)  val %lf (%lf bpc)");
+    CHECK(shown.train == doctest::Approx(row.train_loss).epsilon(1e-4));
+    CHECK(shown.val == doctest::Approx(row.val_loss).epsilon(1e-4));
+    CHECK(shown.train_bpc == doctest::Approx(*row.train_bpc).epsilon(1e-3));
+    CHECK(shown.val_bpc == doctest::Approx(*row.val_bpc).epsilon(1e-3));
+  }
+  const std::string final_head = "final: train loss ";
+  const std::size_t at = r.output.find(final_head);
+  REQUIRE(at != std::string::npos);
+  const Shown last = shown_losses(r.output.substr(at + final_head.size()), "%lf (%lf bpc), val loss %lf (%lf bpc)");
+  CHECK(last.val == doctest::Approx(rows.back().val_loss).epsilon(1e-4));
+  CHECK(last.val_bpc == doctest::Approx(*rows.back().val_bpc).epsilon(1e-3));
+  CHECK(last.train_bpc == doctest::Approx(*rows.back().train_bpc).epsilon(1e-3));
+  check_loss_plot(dir, "nats per character");
+
+  const fs::path task = tmp / "task";
+  const CliResult t = run_headroom(kTinyLags + "--steps 20 --eval-every 10 --out " + task.string());
+  INFO(t.output);
+  REQUIRE(t.status == 0);
+  CHECK(t.output.find(" bpc)") == std::string::npos);
+  const std::vector<std::string> lines = lines_of(read_file(task / "metrics.csv"));
+  REQUIRE(lines.size() == 3);
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> f = fields(lines[i]);
+    REQUIRE(f.size() == 11);
+    CHECK(f[9].empty());  // train_bpc
+    CHECK(f[10].empty());  // val_bpc
+  }
+  for (const hr::MetricsRow& row : hr::read_metrics(task / "metrics.csv")) {
+    CHECK_FALSE(row.train_bpc.has_value());
+    CHECK_FALSE(row.val_bpc.has_value());
+  }
 }

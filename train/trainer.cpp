@@ -168,6 +168,9 @@ class Loop {
 
   // A text's losses are per character (docs/cli/train.md); a toy task's per target token.
   bool per_character() const { return !config_.data.text.empty(); }
+  std::optional<double> bpc(double loss) const {
+    return per_character() ? std::optional<double>(bits_per_char(loss)) : std::nullopt;
+  }
 
   // A resumed run's validations before its checkpoint, as metrics.csv recorded them,
   // and early stopping's state after them (train/resume.hpp, patience_ran_out, says
@@ -234,7 +237,8 @@ class Loop {
     out_of_patience_ = observe(early_stop_, validations_.back(), o_.min_delta, o_.patience);
     metrics_.append({.step = step, .train_loss = p.train_loss, .val_loss = p.val.loss,
                      .val_accuracy = p.val.accuracy, .val_excess_loss = excess, .lr = lr, .grad_norm = r.grad_norm,
-                     .tokens_per_s = p.tokens_per_s, .icl_score = p.val.icl_score});
+                     .tokens_per_s = p.tokens_per_s, .icl_score = p.val.icl_score,
+                     .train_bpc = bpc(p.train_loss), .val_bpc = bpc(p.val.loss)});
     if (!out_dir_.empty()) plot_losses();
     state_.last_train_loss = p.train_loss;
     state_.last_val = p.val;
