@@ -26,6 +26,7 @@
 #include "cli/validators.hpp"
 #include "data/task.hpp"
 #include "data/task_defaults.hpp"
+#include "interp/attention_maps.hpp"
 #include "interp/head_tracking.hpp"
 
 namespace headroom::cli {
@@ -41,7 +42,13 @@ struct TrainCommandFlags : TrainFlags {
   bool overwrite = false;
   bool no_save = false;
   bool quiet = false;
+  std::optional<std::size_t> sample_chars;  // none: kDefaultSampleChars for a text, none for a task
 };
+
+// A text run's sample at each validation: a line's worth by default, and a cap that
+// keeps one validation from writing pages.
+constexpr std::size_t kDefaultSampleChars = 100;
+constexpr std::size_t kMaxSampleChars = 10000;
 
 // The flags that are wrong on their own, before any config is read.
 void check_flags(const TrainCommandFlags& flags) {
@@ -55,6 +62,29 @@ void check_flags(const TrainCommandFlags& flags) {
   if (flags.stop_after && *flags.stop_after == 0) {
     throw std::invalid_argument("--stop-after 0: the step to stop after must be at least 1");
   }
+  if (flags.sample_chars && *flags.sample_chars > kMaxSampleChars) {
+    throw std::invalid_argument(
+        fmt::format("--sample-chars: at most {}, got {}", kMaxSampleChars, *flags.sample_chars));
+  }
+  if (flags.sample_chars && *flags.sample_chars > 0 && flags.quiet) {
+    throw std::invalid_argument(fmt::format(
+        "--sample-chars {}: --quiet prints only the summary, so it would be ignored; give one or the other",
+        *flags.sample_chars));
+  }
+}
+
+// The characters to sample at each validation: only a text has characters, so an
+// explicit --sample-chars for a toy task is refused rather than ignored.
+std::size_t sample_chars_of(const TrainCommandFlags& flags, const TrainConfig& config) {
+  if (config.data.text.empty()) {
+    if (flags.sample_chars && *flags.sample_chars > 0) {
+      throw std::invalid_argument(fmt::format(
+          "--sample-chars {}: samples are characters of a text (--text); a toy task's tokens are not",
+          *flags.sample_chars));
+    }
+    return 0;
+  }
+  return flags.quiet ? 0 : flags.sample_chars.value_or(kDefaultSampleChars);
 }
 
 // A loss as the terminal shows it: a text's, in nats per character, with its bits
@@ -117,6 +147,7 @@ int run_train(const TrainCommandFlags& flags) {
   // A resume to a step the run has passed says so, before any check of the steps.
   if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim);
   check_flags_read(flags, {config});
+  const std::size_t sample_chars = sample_chars_of(flags, config);
   const bool text = !config.data.text.empty();
   if (config.optim.track_heads && flags.no_save) {
     throw std::invalid_argument("--track-heads writes DIR/tracked_heads.csv and DIR/tracked_heads.svg: not with --no-save");
@@ -170,6 +201,7 @@ int run_train(const TrainCommandFlags& flags) {
   options.overwrite = flags.overwrite;
   options.stop_after = flags.stop_after.value_or(0);
   options.stop_requested = [] { return InterruptGuard::requested(); };
+  options.sample_chars = sample_chars;
   if (options.resume) {
     fmt::print("resuming {} from its newest checkpoint\n", *flags.resume);
   } else if (!flags.out && !flags.no_save) {
@@ -199,17 +231,21 @@ int run_train(const TrainCommandFlags& flags) {
         std::isnan(last_val_loss)
             ? std::string("val -")
             : fmt::format("val {}{} acc {:5.1f}%", shown_loss(last_val_loss, text), excess, 100 * last_val_acc);
+    // What the model writes now, on a line of its own (above the bar on a terminal).
+    const std::string sample =
+        p.sample.empty() ? std::string() : fmt::format("sample at step {}: {}\n", p.step, one_line_text(p.sample));
     if (tty) {
       constexpr int kWidth = 24;
       const int filled = static_cast<int>(kWidth * p.step / p.steps);
+      if (!sample.empty()) fmt::print("\r\x1b[K{}", sample);
       fmt::print("\r[{:<{}}] step {}/{}  loss {}  {}  {} tok/s  ETA {}\x1b[K", std::string(filled, '='), kWidth,
                  p.step, p.steps, shown_loss(p.train_loss, text), val, rate(p.tokens_per_s), duration(eta));
       if (p.step == p.steps) fmt::print("\n");
       std::fflush(stdout);
     } else if (p.evaluated && !flags.quiet) {
-      fmt::print("step {:>6}/{}  loss {}  {}  lr {:.3g}  grad norm {:.3f}  {} tok/s  elapsed {}\n", p.step,
+      fmt::print("step {:>6}/{}  loss {}  {}  lr {:.3g}  grad norm {:.3f}  {} tok/s  elapsed {}\n{}", p.step,
                  p.steps, shown_loss(p.train_loss, text), val, p.lr, p.grad_norm, rate(p.tokens_per_s),
-                 duration(p.elapsed_s));
+                 duration(p.elapsed_s), sample);
       std::fflush(stdout);
     }
   };
@@ -349,6 +385,14 @@ Run add_train_command(CLI::App& app) {
                   "step at or past --steps just finishes the run")
       ->check(kWholeNumber);
   cmd->add_flag("-q,--quiet", f->quiet, "Print only the summary");
+  cmd->add_option("--sample-chars", f->sample_chars,
+                  fmt::format("A text run (--text) only: at every validation, print this many characters the model "
+                              "writes now, at most {}; 0: none (default {}). They are what headroom sample "
+                              "--tokens N prints (its prompt and seed 0), drawn apart from the run's own random "
+                              "streams, so they change none of its numbers",
+                              kMaxSampleChars, kDefaultSampleChars))
+      ->type_name("N")
+      ->check(kWholeNumber);
 
   // A resumed run is the same run: everything that changes its numbers comes from
   // its config.json. resume_help() says which flags these are.

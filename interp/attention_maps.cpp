@@ -13,20 +13,6 @@
 namespace headroom {
 namespace {
 
-// The text of a text model's input for the subtitle: as it reads, but with line
-// breaks and other control characters shown by their symbols so it stays one line.
-std::string one_line_text(const std::u32string& text) {
-  std::string out;
-  for (const char32_t c : text) {
-    if (c == U' ') {
-      out += ' ';
-    } else {
-      out += visible_character(c);
-    }
-  }
-  return out;
-}
-
 AttentionInput labelled(std::vector<Index> ids, const DataDescription& data, const std::string& source) {
   AttentionInput in;
   if (data.is_text()) {
@@ -55,6 +41,18 @@ std::string visible_character(char32_t c) {
   if (c < 0x20 || (c >= 0x7f && c < 0xa0)) return fmt::format("U+{:04X}", static_cast<std::uint32_t>(c));
   std::string out;
   append_utf8(out, c);
+  return out;
+}
+
+std::string one_line_text(const std::u32string& text) {
+  std::string out;
+  for (const char32_t c : text) {
+    if (c == U' ') {
+      out += ' ';
+    } else {
+      out += visible_character(c);
+    }
+  }
   return out;
 }
 

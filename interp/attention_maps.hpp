@@ -35,6 +35,11 @@ inline constexpr std::size_t kMaxAttentionExample = 100000;
 // symbols, so that a space or a newline does not read as an empty label.
 std::string visible_character(char32_t c);
 
+// Text as it reads, on one line: spaces stay spaces, line breaks and other control
+// characters show as visible_character's symbols (the subtitle of a text model's
+// maps; train's sample at each validation).
+std::string one_line_text(const std::u32string& text);
+
 // The user's input: text for a text model, token ids (or _ | ?) for a toy-task
 // model. std::invalid_argument starting with "--input" for an empty or bad input.
 AttentionInput attention_input(const std::string& input, const DataDescription& data, const std::string& source);

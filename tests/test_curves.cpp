@@ -1,6 +1,7 @@
 // What a run shows of its curve (issue 46): DIR/loss.svg drawn from metrics.csv, and
 // redrawn with it after a resume; a text run's losses in bits per character beside
-// nats (metrics.csv, progress, summary) and none for a toy task.
+// nats (metrics.csv, progress, summary) and none for a toy task; a text run's sample
+// at each validation, which changes none of the run's numbers.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -27,7 +28,8 @@ namespace {
 const std::string kTinyLags =
     "train --task lags --d-model 16 --heads 2 --layers 1 --batch 8 --eval-batches 2 --warmup 2 ";
 
-// A text a character-level model learns something of in a few steps.
+// A text of letters and spaces only: its samples print as they are, so a test can
+// compare them with `headroom sample`'s output.
 std::string plain_text() {
   std::string text;
   for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog and ";
@@ -235,4 +237,82 @@ TEST_CASE("bits per character: a text run's metrics.csv, progress and summary gi
     CHECK_FALSE(row.train_bpc.has_value());
     CHECK_FALSE(row.val_bpc.has_value());
   }
+}
+
+TEST_CASE("a text run prints a sample at each validation, and its numbers are the same without them") {
+  const TempDir tmp("curves_sample");
+  const fs::path text = tmp.write("fox.txt", plain_text());
+  const std::string flags = tiny_text_flags(text) + "--steps 30 --eval-every 10 ";
+  const CliResult with = run_headroom(flags + "--sample-chars 40 --out " + (tmp / "with").string());
+  INFO(with.output);
+  REQUIRE(with.status == 0);
+  std::vector<std::string> samples;
+  for (const std::string& line : lines_of(with.output)) {
+    if (line.rfind("sample at step ", 0) == 0) samples.push_back(line);
+  }
+  REQUIRE(samples.size() == 3);
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const std::string head = fmt::format("sample at step {}: ", 10 * (i + 1));
+    CHECK(samples[i].rfind(head, 0) == 0);
+    CHECK(samples[i].size() == head.size() + 40);  // ASCII letters and spaces: a byte each
+  }
+  // The last one is what `headroom sample` writes from the finished model.
+  const CliResult sampled = run_headroom("sample --tokens 40 --model " + (tmp / "with").string());
+  INFO(sampled.output);
+  REQUIRE(sampled.status == 0);
+  CHECK(sampled.output == samples.back().substr(samples.back().find(": ") + 2) + "\n");
+
+  // Without samples (0) and with the default: the same run, bit for bit.
+  const CliResult without = run_headroom(flags + "--sample-chars 0 --out " + (tmp / "without").string());
+  const CliResult by_default = run_headroom(flags + "--out " + (tmp / "default").string());
+  INFO(without.output);
+  REQUIRE(without.status == 0);
+  REQUIRE(by_default.status == 0);
+  CHECK(without.output.find("sample at step") == std::string::npos);
+  CHECK(count(by_default.output, "sample at step") == 3);
+  CHECK(metrics_without_timing(tmp / "without" / "metrics.csv") ==
+        metrics_without_timing(tmp / "default" / "metrics.csv"));
+  CHECK(metrics_without_timing(tmp / "with" / "metrics.csv") ==
+        metrics_without_timing(tmp / "default" / "metrics.csv"));
+  CHECK(read_file(tmp / "without" / "model.safetensors") == read_file(tmp / "default" / "model.safetensors"));
+}
+
+TEST_CASE("the trainer hands each validation's sample to the progress callback, and only a text has one") {
+  const TempDir tmp("curves_sample_lib");
+  const fs::path text = tmp.write("fox.txt", plain_text());
+  hr::TrainConfig c;
+  c.model.d_model = 16;
+  c.model.n_heads = 2;
+  c.model.n_layers = 1;
+  c.data = {.task = "copy", .text = text.string(), .seq_len = 16, .vocab = 8};
+  c.optim.steps = 20;
+  c.optim.batch = 8;
+  c.optim.warmup = 2;
+  c.optim.eval_every = 10;
+  c.optim.eval_batches = 2;
+  auto data = hr::make_dataset(c);
+  c = hr::finalize(c, *data);
+  hr::TrainOptions o;
+  o.sample_chars = 25;
+  std::size_t samples = 0;
+  o.on_progress = [&](const hr::Progress& p) {
+    CHECK(p.sample.size() == (p.evaluated ? 25u : 0u));
+    samples += p.sample.empty() ? 0 : 1;
+  };
+  (void)hr::train(c, *data, o);
+  CHECK(samples == 2);
+
+  // A toy task has no characters to sample.
+  hr::TrainConfig t = tiny_copy();
+  auto task = hr::make_dataset(t);
+  t = hr::finalize(t, *task);
+  CHECK(error_of([&] { (void)hr::train(t, *task, o); }).find("sample_chars 25") != std::string::npos);
+}
+
+TEST_CASE("--sample-chars is refused for a toy task, with --quiet and past its cap") {
+  check_refused(kTinyLags + "--steps 10 --no-save --sample-chars 20", "--sample-chars 20: samples are characters");
+  check_refused(kTinyLags + "--steps 10 --no-save --sample-chars 20 -q", "--quiet prints only the summary");
+  check_refused(kTinyLags + "--steps 10 --no-save --sample-chars 10001", "--sample-chars: at most 10000");
+  // 0 asks for nothing, which a toy task can give.
+  CHECK(run_headroom(kTinyLags + "--steps 10 --eval-every 5 --no-save --sample-chars 0").status == 0);
 }

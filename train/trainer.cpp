@@ -19,6 +19,7 @@
 #include "train/resume.hpp"
 #include "train/run_dir.hpp"
 #include "train/step.hpp"
+#include "train/text_sample.hpp"
 #include "nn/checkpoint.hpp"
 #include "data/char_dataset.hpp"
 #include "data/task.hpp"
@@ -87,7 +88,8 @@ class Loop {
       : config_(config), o_(config.optim), data_(data), options_(options), out_dir_(options.out_dir),
         init_rng_(stream_seed(o_.seed, kInitStream)), data_rng_(stream_seed(o_.seed, kTrainStream)),
         model_(config.model, init_rng_), optimizer_(make_optimizer(o_, model_.named_parameters())),
-        schedule_(make_schedule(config.optim)), metadata_{{kDataMetadataKey, data_metadata(config.data, data)}} {
+        schedule_(make_schedule(config.optim)), metadata_{{kDataMetadataKey, data_metadata(config.data, data)}},
+        text_(dynamic_cast<const CharDataset*>(&data)) {
     // Uptraining starts from the weights of init_from, pooled to this model's kv heads
     // (docs/design.md #19); a resumed run loads its own checkpoint instead.
     if (!o_.init_from.empty() && !options.resume) load_init_weights(config_, model_);
@@ -212,7 +214,7 @@ class Loop {
     return p;
   }
 
-  // A validation: p.val, the run's bests, early stopping, the rows of
+  // A validation: p.val (and p.sample), the run's bests, early stopping, the rows of
   // metrics.csv (and tracked_heads.csv) and the plot.
   void validate(std::size_t step, double lr, const StepResult& r, Progress& p) {
     p.evaluated = true;
@@ -225,6 +227,8 @@ class Loop {
       model_.train(was_training);
       heads_.append(step, heads);
     }
+    // Its own Rng, under NoGrad and in eval mode: the run's numbers do not see it.
+    if (options_.sample_chars > 0) p.sample = sample_characters(model_, text_->vocab(), options_.sample_chars);
     if (p.val.accuracy > state_.best_val_accuracy || state_.best_step == 0) {
       state_.best_val_accuracy = p.val.accuracy;
       state_.best_step = step;
@@ -308,6 +312,7 @@ class Loop {
   std::unique_ptr<Optimizer<float>> optimizer_;
   const LrSchedule schedule_;
   const std::map<std::string, std::string> metadata_;
+  const CharDataset* text_;  // the data, when it is a text
   LoopState state_;
   TrainSummary summary_;
   MetricsWriter metrics_;
@@ -333,6 +338,11 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const std::st
 TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOptions& options) {
   if (config.optim.track_heads && !options.track_heads) {
     throw std::invalid_argument("train.track_heads is on, but no head statistics were given (TrainOptions::track_heads)");
+  }
+  if (options.sample_chars > 0 && dynamic_cast<const CharDataset*>(&data) == nullptr) {
+    throw std::invalid_argument(fmt::format(
+        "TrainOptions::sample_chars {}: samples are characters, and {} is not a text", options.sample_chars,
+        data.name()));
   }
   // Before the model, the optimizer or the run directory take anything (docs/design.md #12).
   check_training_memory(config, data.vocab_size());

@@ -35,6 +35,9 @@ struct Progress {
   double elapsed_s = 0;
   bool evaluated = false;  // val is set on this report
   EvalResult val{};
+  // At a validation, with TrainOptions::sample_chars: what the model writes now
+  // (train/text_sample.hpp). Empty otherwise.
+  std::u32string sample{};
 };
 
 // Why a run ended: at its last step; by early stopping, out of patience
@@ -100,6 +103,11 @@ struct TrainOptions {
   // statistics live above this layer (interp/head_tracking.hpp, track_heads), so
   // the caller supplies them; train() refuses track_heads without it.
   std::function<std::vector<HeadTrack>(TransformerLM<float>&, const std::vector<Batch>&)> track_heads{};
+  // A text only (the data a CharDataset): at every validation, this many characters
+  // generated from the current weights (Progress::sample; 0: none). They are drawn
+  // from an Rng of their own, in eval mode and without gradients, so a run's numbers
+  // are the same with or without them; train() refuses it for a toy task.
+  std::size_t sample_chars = 0;
 };
 
 // The data source a config names: a text file when data.text is set, else a task.
