@@ -237,7 +237,7 @@ int run_eval(const EvalFlags& flags) {
                                                   : eval_text_file(flags, run.model(), data, source, batch);
   const EvalResult& r = report.result;
   const double perplexity = std::exp(r.loss);
-  const double bits = r.loss / std::log(2.0);
+  const double bits = bits_per_char(r.loss);
 
   if (flags.json) {
     nlohmann::json j{{"model", source},

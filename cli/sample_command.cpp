@@ -14,6 +14,7 @@
 #include "cli/model_file.hpp"
 #include "nn/generate.hpp"
 #include "train/run_dir.hpp"
+#include "train/text_sample.hpp"
 #include "data/task_tokens.hpp"
 #include "cli/validators.hpp"
 #include "data/task.hpp"
@@ -43,8 +44,9 @@ constexpr std::size_t kMaxTokens = 100000;
 constexpr std::size_t kMaxCount = 10000;
 
 // Separate streams of one seed for the validation examples and the token draws, so
-// asking for more tokens never changes which examples come up.
-constexpr std::uint64_t kDrawStream = 0;
+// asking for more tokens never changes which examples come up. The draws' stream is
+// the one train's validation samples use too (train/text_sample.hpp).
+constexpr std::uint64_t kDrawStream = kSampleDrawStream;
 constexpr std::uint64_t kExampleStream = kValidationExampleStream;
 
 // One validation example of the task cut before its answer: the prompt, and where
@@ -82,8 +84,8 @@ int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const Dat
   std::optional<std::vector<Index>> user_prompt;
   if (!flags.prompt.empty()) user_prompt = parse_task_tokens(flags.prompt, data.vocab, "--prompt");
   fmt::print("{}: {} model (vocab {}, seq_len {}{})\n", source, data.task, data.vocab, data.seq_len, step);
-  Rng draws(stream_seed(flags.seed.value_or(0), kDrawStream));
-  Rng examples(stream_seed(flags.seed.value_or(0), kExampleStream));
+  Rng draws(stream_seed(flags.seed.value_or(kDefaultSampleSeed), kDrawStream));
+  Rng examples(stream_seed(flags.seed.value_or(kDefaultSampleSeed), kExampleStream));
 
   std::size_t matched = 0;
   for (std::size_t i = 0; i < flags.count; ++i) {
@@ -129,12 +131,11 @@ int sample_task(const SampleFlags& flags, TransformerLM<float>& model, const Dat
 int sample_text(const SampleFlags& flags, TransformerLM<float>& model, const DataDescription& data,
                 const SamplingOptions& options, const std::string& source) {
   const CharVocab vocab = char_vocab(data, source);
-  Rng draws(stream_seed(flags.seed.value_or(0), kDrawStream));
-  // Without a prompt we start from a newline when the model knows one (text tends
-  // to start after one), else from the first character of the vocabulary.
+  Rng draws(stream_seed(flags.seed.value_or(kDefaultSampleSeed), kDrawStream));
+  // Without a prompt we start where train's validation samples start.
   const bool prompted = !flags.prompt.empty();
   const IndexArray prompt = prompted ? vocab.encode(std::string_view(flags.prompt), "--prompt")
-                                     : IndexArray{vocab.find(U'\n').value_or(0)};
+                                     : IndexArray{default_text_prompt(vocab)};
   const std::span<const Index> prompt_ids(prompt.data(), prompt.size());
   const std::size_t n = flags.tokens.value_or(kTextTokens);
   for (std::size_t i = 0; i < flags.count; ++i) {

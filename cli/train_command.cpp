@@ -17,6 +17,7 @@
 #include "cli/progress.hpp"
 #include "cli/train_flags.hpp"
 #include "nn/presets.hpp"
+#include "train/evaluate.hpp"
 #include "train/init_from.hpp"
 #include "train/out_dir.hpp"
 #include "train/resume.hpp"
@@ -27,6 +28,7 @@
 #include "data/labelled_dataset.hpp"
 #include "data/task.hpp"
 #include "data/task_defaults.hpp"
+#include "interp/attention_maps.hpp"
 #include "interp/head_tracking.hpp"
 
 namespace headroom::cli {
@@ -42,7 +44,13 @@ struct TrainCommandFlags : TrainFlags {
   bool overwrite = false;
   bool no_save = false;
   bool quiet = false;
+  std::optional<std::size_t> sample_chars;  // none: kDefaultSampleChars for a text, none for a task
 };
+
+// A text run's sample at each validation: a line's worth by default, and a cap that
+// keeps one validation from writing pages.
+constexpr std::size_t kDefaultSampleChars = 100;
+constexpr std::size_t kMaxSampleChars = 10000;
 
 // The flags that are wrong on their own, before any config is read.
 void check_flags(const TrainCommandFlags& flags) {
@@ -56,6 +64,35 @@ void check_flags(const TrainCommandFlags& flags) {
   if (flags.stop_after && *flags.stop_after == 0) {
     throw std::invalid_argument("--stop-after 0: the step to stop after must be at least 1");
   }
+  if (flags.sample_chars && *flags.sample_chars > kMaxSampleChars) {
+    throw std::invalid_argument(
+        fmt::format("--sample-chars: at most {}, got {}", kMaxSampleChars, *flags.sample_chars));
+  }
+  if (flags.sample_chars && *flags.sample_chars > 0 && flags.quiet) {
+    throw std::invalid_argument(fmt::format(
+        "--sample-chars {}: --quiet prints only the summary, so it would be ignored; give one or the other",
+        *flags.sample_chars));
+  }
+}
+
+// The characters to sample at each validation: only a text has characters, so an
+// explicit --sample-chars for a toy task is refused rather than ignored.
+std::size_t sample_chars_of(const TrainCommandFlags& flags, const TrainConfig& config) {
+  if (!is_char_model(config.data)) {
+    if (flags.sample_chars && *flags.sample_chars > 0) {
+      throw std::invalid_argument(fmt::format(
+          "--sample-chars {}: samples are characters of a text (--text, --corpus kjv); {} writes none",
+          *flags.sample_chars, is_classifier(config.data) ? "a classifier" : "a toy task"));
+    }
+    return 0;
+  }
+  return flags.quiet ? 0 : flags.sample_chars.value_or(kDefaultSampleChars);
+}
+
+// A loss as the terminal shows it: a text's, in nats per character, with its bits
+// per character beside it; a toy task's alone.
+std::string shown_loss(double loss, bool text) {
+  return text ? fmt::format("{:.4f} ({:.3f} bpc)", loss, bits_per_char(loss)) : fmt::format("{:.4f}", loss);
 }
 
 // Where the run writes: --resume's or --out's directory, the default one, or nothing
@@ -134,6 +171,8 @@ int run_train(const TrainCommandFlags& flags) {
   // A resume to a step the run has passed says so, before any check of the steps.
   if (flags.resume) (void)checkpoint_to_resume(*flags.resume, config.optim);
   check_flags_read(flags, {config});
+  const std::size_t sample_chars = sample_chars_of(flags, config);
+  const bool text = is_char_model(config.data);
   if (config.optim.track_heads && flags.no_save) {
     throw std::invalid_argument("--track-heads writes DIR/tracked_heads.csv and DIR/tracked_heads.svg: not with --no-save");
   }
@@ -187,6 +226,7 @@ int run_train(const TrainCommandFlags& flags) {
   options.overwrite = flags.overwrite;
   options.stop_after = flags.stop_after.value_or(0);
   options.stop_requested = [] { return InterruptGuard::requested(); };
+  options.sample_chars = sample_chars;
   if (options.resume) {
     fmt::print("resuming {} from its newest checkpoint\n", *flags.resume);
   } else if (!flags.out && !flags.no_save) {
@@ -212,19 +252,25 @@ int run_train(const TrainCommandFlags& flags) {
     }
     const double eta = p.step > 0 ? p.elapsed_s * static_cast<double>(p.steps - p.step) / static_cast<double>(p.step) : 0;
     const std::string excess = last_excess ? fmt::format(" excess {:.4f}", *last_excess) : std::string();
-    const std::string val = std::isnan(last_val_loss)
-                                ? std::string("val -")
-                                : fmt::format("val {:.4f}{} acc {:5.1f}%", last_val_loss, excess, 100 * last_val_acc);
+    const std::string val =
+        std::isnan(last_val_loss)
+            ? std::string("val -")
+            : fmt::format("val {}{} acc {:5.1f}%", shown_loss(last_val_loss, text), excess, 100 * last_val_acc);
+    // What the model writes now, on a line of its own (above the bar on a terminal).
+    const std::string sample =
+        p.sample.empty() ? std::string() : fmt::format("sample at step {}: {}\n", p.step, one_line_text(p.sample));
     if (tty) {
       constexpr int kWidth = 24;
       const int filled = static_cast<int>(kWidth * p.step / p.steps);
-      fmt::print("\r[{:<{}}] step {}/{}  loss {:.4f}  {}  {} tok/s  ETA {}\x1b[K", std::string(filled, '='), kWidth,
-                 p.step, p.steps, p.train_loss, val, rate(p.tokens_per_s), duration(eta));
+      if (!sample.empty()) fmt::print("\r\x1b[K{}", sample);
+      fmt::print("\r[{:<{}}] step {}/{}  loss {}  {}  {} tok/s  ETA {}\x1b[K", std::string(filled, '='), kWidth,
+                 p.step, p.steps, shown_loss(p.train_loss, text), val, rate(p.tokens_per_s), duration(eta));
       if (p.step == p.steps) fmt::print("\n");
       std::fflush(stdout);
     } else if (p.evaluated && !flags.quiet) {
-      fmt::print("step {:>6}/{}  loss {:.4f}  {}  lr {:.3g}  grad norm {:.3f}  {} tok/s  elapsed {}\n", p.step,
-                 p.steps, p.train_loss, val, p.lr, p.grad_norm, rate(p.tokens_per_s), duration(p.elapsed_s));
+      fmt::print("step {:>6}/{}  loss {}  {}  lr {:.3g}  grad norm {:.3f}  {} tok/s  elapsed {}\n{}", p.step,
+                 p.steps, shown_loss(p.train_loss, text), val, p.lr, p.grad_norm, rate(p.tokens_per_s),
+                 duration(p.elapsed_s), sample);
       std::fflush(stdout);
     }
   };
@@ -261,17 +307,17 @@ int run_train(const TrainCommandFlags& flags) {
                s.early_stop.best_step);
   }
   if (s.skipped_steps > 0) fmt::print("skipped {} updates with a non-finite gradient norm\n", s.skipped_steps);
-  fmt::print("final: train loss {:.4f}, val loss {:.4f}, val accuracy {:.2f}% (best {:.2f}% at step {})\n",
-             s.final_train_loss, s.final_val.loss, 100 * s.final_val.accuracy, 100 * s.best_val_accuracy,
-             s.best_step);
+  fmt::print("final: train loss {}, val loss {}, val accuracy {:.2f}% (best {:.2f}% at step {})\n",
+             shown_loss(s.final_train_loss, text), shown_loss(s.final_val.loss, text), 100 * s.final_val.accuracy,
+             100 * s.best_val_accuracy, s.best_step);
   if (s.final_excess_loss && s.bayes_loss) {
     fmt::print("excess loss {:.4f} (val loss - bayes loss {:.4f}){}\n", *s.final_excess_loss, *s.bayes_loss,
                s.best_excess_loss ? fmt::format(", lowest {:.4f}", *s.best_excess_loss) : std::string());
   }
   fmt::print("{}\n", convergence_line(s.convergence, config.optim.min_delta));
   if (!options.out_dir.empty()) {
-    fmt::print("wrote {0}/config.json, {0}/metrics.csv and {0}/model.safetensors (checkpoints in "
-               "{0}/checkpoints)\n",
+    fmt::print("wrote {0}/config.json, {0}/metrics.csv (plotted in {0}/loss.svg) and {0}/model.safetensors "
+               "(checkpoints in {0}/checkpoints)\n",
                options.out_dir);
     if (!heads_plot.empty()) {
       fmt::print("tracked heads: {0}/tracked_heads.csv, plotted with the ICL score in {1}\n", options.out_dir, heads_plot);
@@ -348,14 +394,14 @@ Run add_train_command(CLI::App& app) {
       "Read settings from a JSON file like the config.json a run writes (at most 1 MiB; a key given twice is an error)")
       ->type_name("FILE");
   CLI::Option* out = cmd->add_option("--out", f->out,
-                                     "Write config.json, metrics.csv, checkpoints/ and model.safetensors into this "
-                                     "directory, which must be missing, empty or (with --overwrite) a run (default: "
-                                     "runs/TASK or runs/TEXT-STEM, or the next free runs/NAME-2, -3, ...)")
+                                     "Write config.json, metrics.csv, loss.svg, checkpoints/ and model.safetensors "
+                                     "into this directory, which must be missing, empty or (with --overwrite) a run "
+                                     "(default: runs/TASK or runs/TEXT-STEM, or the next free runs/NAME-2, -3, ...)")
                           ->type_name("DIR");
   CLI::Option* overwrite = cmd->add_flag(
       "--overwrite", f->overwrite,
-      "Let --out DIR hold a run, and replace it: its config.json, metrics.csv, model.safetensors and checkpoints/ "
-      "are removed first (other files are never touched)");
+      "Let --out DIR hold a run, and replace it: its config.json, metrics.csv, loss.svg, model.safetensors and "
+      "checkpoints/ are removed first (other files are never touched)");
   CLI::Option* no_save =
       cmd->add_flag("--no-save", f->no_save, "Write nothing: a throwaway run (not with --out or --overwrite)");
   CLI::Option* resume = cmd->add_option("--resume", f->resume, resume_help())->type_name("DIR");
@@ -364,6 +410,14 @@ Run add_train_command(CLI::App& app) {
                   "step at or past --steps just finishes the run")
       ->check(kWholeNumber);
   cmd->add_flag("-q,--quiet", f->quiet, "Print only the summary");
+  cmd->add_option("--sample-chars", f->sample_chars,
+                  fmt::format("A text run (--text, --corpus kjv) only: at every validation, print this many characters the model "
+                              "writes now, at most {}; 0: none (default {}). They are what headroom sample "
+                              "--tokens N prints (its prompt and seed 0), drawn apart from the run's own random "
+                              "streams, so they change none of its numbers",
+                              kMaxSampleChars, kDefaultSampleChars))
+      ->type_name("N")
+      ->check(kWholeNumber);
 
   // A resumed run is the same run: everything that changes its numbers comes from
   // its config.json. resume_help() says which flags these are.

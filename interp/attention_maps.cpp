@@ -13,20 +13,6 @@
 namespace headroom {
 namespace {
 
-// The text of a text model's input for the subtitle: as it reads, but with line
-// breaks and other control characters shown by their symbols so it stays one line.
-std::string one_line_text(const std::u32string& text) {
-  std::string out;
-  for (const char32_t c : text) {
-    if (c == U' ') {
-      out += ' ';
-    } else {
-      out += visible_character(c);
-    }
-  }
-  return out;
-}
-
 AttentionInput labelled(std::vector<Index> ids, const DataDescription& data, const std::string& source) {
   AttentionInput in;
   if (data.is_text() || data.is_classifier()) {
@@ -76,6 +62,18 @@ std::string token_label(const DataDescription& data, Index id) {
   if (id == kSep) return "|";
   if (i < 2 + data.alphabet.size()) return visible_character(data.alphabet.at(i - 2));
   return "<" + data.labels.at(i - 2 - data.alphabet.size()) + ">";
+}
+
+std::string one_line_text(const std::u32string& text) {
+  std::string out;
+  for (const char32_t c : text) {
+    if (c == U' ') {
+      out += ' ';
+    } else {
+      out += visible_character(c);
+    }
+  }
+  return out;
 }
 
 AttentionInput attention_input(const std::string& input, const DataDescription& data, const std::string& source) {

@@ -40,6 +40,11 @@ std::string visible_character(char32_t c);
 // (data/labelled_dataset.hpp); a toy task's id or special (task_token_label).
 std::string token_label(const DataDescription& data, Index id);
 
+// Text as it reads, on one line: spaces stay spaces, line breaks and other control
+// characters show as visible_character's symbols (the subtitle of a text model's
+// maps; train's sample at each validation).
+std::string one_line_text(const std::u32string& text);
+
 // The user's input: text for a text model, token ids (or _ | ?) for a toy-task
 // model, text for a classifier, which reads it with the separator after it (where it
 // predicts the label). std::invalid_argument starting with "--input" for an empty or bad input.

@@ -201,8 +201,11 @@ void render_chart(std::string& out, const Chart& chart, double x0, double y0) {
     std::string line;
     auto flush = [&] {
       if (!line.empty()) {
-        out += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"/>\n", line,
-                           color);
+        // The series' name as the line's tooltip: a reader hovering over a curve, and
+        // a test, can tell which one it is.
+        out += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"{}>"
+                           "<title>{}</title></polyline>\n",
+                           line, color, s.reference ? " stroke-dasharray=\"6 4\"" : "", escape(s.name));
       }
       line.clear();
     };
@@ -224,7 +227,7 @@ void render_chart(std::string& out, const Chart& chart, double x0, double y0) {
                            "fill=\"none\"/>\n",
                            num(x), num(y1), num(y2), num(x - 4), num(x + 4), color);
       }
-      if (n <= 60) {
+      if (n <= 60 && !s.reference) {
         out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"/>\n", num(x), num(py(s.y[i])), color);
       }
       if (s.each.size() == n) {
@@ -242,8 +245,9 @@ void render_chart(std::string& out, const Chart& chart, double x0, double y0) {
   for (std::size_t k = 0; k < chart.series.size(); ++k) {
     const double ly = top + 10 + kLegendRow * static_cast<double>(k);
     const char* color = kColors[k % std::size(kColors)];
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2.5\"/>\n", num(lx),
-                       num(ly), num(lx + 18), num(ly), color);
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2.5\"{}/>\n",
+                       num(lx), num(ly), num(lx + 18), num(ly), color,
+                       chart.series[k].reference ? " stroke-dasharray=\"6 4\"" : "");
     out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>\n", num(lx + 24), num(ly + 4),
                        escape(chart.series[k].name));
   }

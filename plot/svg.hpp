@@ -18,6 +18,9 @@ struct Series {
   // Each point's own observations (one per seed), drawn as hollow markers at its x
   // so that one failed seed shows as itself and not only as a wider bar (empty: none).
   std::vector<std::vector<double>> each{};
+  // A reference level rather than a measurement (the Bayes loss under a loss curve):
+  // a dashed line without markers, so that it does not read as data points.
+  bool reference = false;
 };
 
 enum class Scale { linear, log };

@@ -54,6 +54,23 @@ std::string results_without_timing(const fs::path& csv) {
   return out;
 }
 
+std::string metrics_without_timing(const fs::path& csv) {
+  const std::vector<std::string> lines = lines_of(read_file(csv));
+  REQUIRE_FALSE(lines.empty());
+  const std::vector<std::string> header = fields(lines.front());
+  const auto timing = static_cast<std::size_t>(std::find(header.begin(), header.end(), "tokens_per_s") - header.begin());
+  REQUIRE(timing < header.size());
+  std::string out;
+  for (const std::string& line : lines) {
+    std::vector<std::string> f = fields(line);
+    REQUIRE(f.size() == header.size());
+    f.erase(f.begin() + static_cast<std::ptrdiff_t>(timing));
+    for (const std::string& c : f) out += c + ",";
+    out += "\n";
+  }
+  return out;
+}
+
 std::string this_host() {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "an unknown host";

@@ -62,6 +62,11 @@ std::string this_host();
 // (wall_s, tokens_per_s), which differ between any two runs of the same config.
 std::string results_without_timing(const std::filesystem::path& csv);
 
+// A run's metrics.csv without its timing column, tokens_per_s, which differs between
+// any two runs of the same config; found by its name, since columns added later
+// come after it.
+std::string metrics_without_timing(const std::filesystem::path& csv);
+
 // The lines of a text, without their newlines.
 std::vector<std::string> lines_of(const std::string& text);
 // The comma-separated cells of a CSV line: "a,,b," is four cells, the last two empty.

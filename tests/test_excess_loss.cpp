@@ -76,12 +76,6 @@ std::size_t column(const std::string& header, const std::string& name) {
   return static_cast<std::size_t>(it - h.begin());
 }
 
-// metrics.csv without its timing column (the last), which differs between runs.
-std::string without_timing(const fs::path& file) {
-  std::string out;
-  for (const std::string& line : lines_of(read_file(file))) out += line.substr(0, line.rfind(',')) + "\n";
-  return out;
-}
 
 }  // namespace
 
@@ -124,7 +118,8 @@ TEST_CASE("excess loss: every validation, the summary and metrics.csv give val l
   // The column in the file, 6 decimals like val_loss, and the same numbers read back.
   const std::vector<std::string> rows = lines_of(read_file(tmp / "metrics.csv"));
   REQUIRE(rows.size() == 5);
-  CHECK(rows[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,icl_score,lr,grad_norm,tokens_per_s");
+  CHECK(rows[0] ==
+        "step,train_loss,val_loss,val_accuracy,val_excess_loss,icl_score,lr,grad_norm,tokens_per_s,train_bpc,val_bpc");
   for (std::size_t i = 1; i < rows.size(); ++i) {
     CAPTURE(rows[i]);
     CHECK(fields(rows[i])[4] == fmt::format("{:.6f}", excesses[i - 1]));
@@ -155,7 +150,7 @@ TEST_CASE("excess loss: a resumed run keeps its best excess loss and writes the 
   CHECK(b.best_excess_loss == a.best_excess_loss);
   CHECK(b.final_excess_loss == a.final_excess_loss);
   CHECK(b.bayes_loss == a.bayes_loss);
-  CHECK(without_timing(parts / "metrics.csv") == without_timing(whole / "metrics.csv"));
+  CHECK(metrics_without_timing(parts / "metrics.csv") == metrics_without_timing(whole / "metrics.csv"));
 }
 
 TEST_CASE("excess loss: a checkpoint from before the excess loss was recorded resumes, and its best starts over") {
@@ -208,6 +203,7 @@ TEST_CASE("excess loss: a metrics.csv from before the column is read, and a resu
   std::vector<std::string> old_rows;
   for (const std::string& row : rows) {
     std::vector<std::string> f = fields(row);
+    f.resize(9);                            // train_bpc and val_bpc, newer than this file
     f.erase(f.begin() + 4, f.begin() + 6);  // val_excess_loss and icl_score, both newer than this file
     std::string line;
     for (const std::string& x : f) line += (line.empty() ? "" : ",") + x;
@@ -233,15 +229,17 @@ TEST_CASE("excess loss: a metrics.csv from before the column is read, and a resu
   (void)hr::train(c, data, o);
   const std::vector<std::string> after = lines_of(read_file(tmp / "metrics.csv"));
   REQUIRE(after.size() == 5);  // header, steps 10 and 20 as they were, then 30 and 40 anew
-  CHECK(after[0] == "step,train_loss,val_loss,val_accuracy,val_excess_loss,icl_score,lr,grad_norm,tokens_per_s");
+  CHECK(after[0] ==
+        "step,train_loss,val_loss,val_accuracy,val_excess_loss,icl_score,lr,grad_norm,tokens_per_s,train_bpc,val_bpc");
   for (std::size_t i = 1; i <= 2; ++i) {  // the old fields in the new order, the unknown ones empty
     std::vector<std::string> f = fields(old_rows[i]);
     f.insert(f.begin() + 4, 2, "");
+    f.insert(f.end(), 2, "");
     CHECK(fields(after[i]) == f);
   }
   for (std::size_t i = 3; i <= 4; ++i) {
     CAPTURE(after[i]);
-    CHECK(fields(after[i]).size() == 9);
+    CHECK(fields(after[i]).size() == 11);
     CHECK_FALSE(fields(after[i])[5].empty());  // icl_score
     CHECK_FALSE(fields(after[i])[4].empty());
   }

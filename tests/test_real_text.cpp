@@ -76,6 +76,8 @@ TEST_CASE("train --labelled: a classifier of a TSV file, its counts printed, bea
   const std::vector<std::string> rows = lines_of(read_file(dir / "run/metrics.csv"));
   const double trained_val = parse_number(fields(rows.back())[2], "val_loss");
   CHECK(trained_val == doctest::Approx(j["loss"].get<double>()).epsilon(1e-4));
+  CHECK(fields(rows.back())[10].empty());  // a label is not a character: no bits per character
+  CHECK(r.output.find("bpc") == std::string::npos);
   CHECK(j["labels"] == nlohmann::json{"abc", "mno", "xyz"});
   CHECK(j["items"] == counts.val.at("abc") + counts.val.at("mno") + counts.val.at("xyz"));
   CHECK(j["majority_label"] == "abc");
@@ -177,6 +179,12 @@ TEST_CASE("train --corpus kjv: a character-level model of the King James Bible, 
   const nlohmann::json j = eval_json(dir / "run");
   CHECK(j["kind"] == "text");
   CHECK(j["data"] == "corpus kjv");
+  // A corpus language model is per character: bits per character in metrics.csv.
+  const std::vector<std::string> rows = lines_of(read_file(dir / "run/metrics.csv"));
+  REQUIRE(fields(rows.front()).size() == 11);
+  CHECK(fields(rows.front())[10] == "val_bpc");
+  CHECK(parse_number(fields(rows.back())[10], "val_bpc") ==
+        doctest::Approx(parse_number(fields(rows.back())[2], "val_loss") / std::log(2.0)).epsilon(1e-3));
   // Below the uniform guess over the vocabulary after 100 steps: the model learned
   // the letters' frequencies at least.
   CHECK(j["bits_per_char"].get<double>() < std::log2(j["vocab"].get<double>()) - 1.0);

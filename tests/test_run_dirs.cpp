@@ -85,8 +85,8 @@ TEST_CASE("train --out into a run is refused, --overwrite replaces only its file
   INFO(again.output);
   CHECK(again.status == 2);
   CHECK(error_line(again.output) ==
-        fmt::format("error: output directory {0} already holds a run (checkpoints/, config.json, metrics.csv, "
-                    "model.safetensors); continue it with --resume {0}, or replace it with --overwrite",
+        fmt::format("error: output directory {0} already holds a run (checkpoints/, config.json, loss.svg, "
+                    "metrics.csv, ... (5 entries)); continue it with --resume {0}, or replace it with --overwrite",
                     dir.string()));
   CHECK(read_json(dir / "config.json")["train"]["steps"] == 20);  // untouched
   CHECK(fs::exists(dir / "checkpoints" / "step-00000020"));

@@ -206,6 +206,8 @@ bool is_classifier(const DataConfig& d) {
   return !d.labelled.empty() || (!d.corpus.empty() && find_corpus(d.corpus).kind == CorpusKind::labelled);
 }
 
+bool is_char_model(const DataConfig& d) { return reads_text(d) && !is_classifier(d); }
+
 std::string data_source(const DataConfig& d) {
   if (!d.text.empty()) return "text " + d.text;
   if (!d.corpus.empty()) return "corpus " + d.corpus;

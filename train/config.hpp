@@ -55,6 +55,9 @@ std::string DataConfig::*text_source_member(std::string_view key);
 bool reads_text(const DataConfig& data);
 // The key of kTextSourceKeys that is set ("text"), or "" for a task.
 std::string text_source_key(const DataConfig& data);
+// Whether the run trains a character-level language model: a text file or a text
+// corpus (kjv), whose losses are per character and whose samples are text.
+bool is_char_model(const DataConfig& data);
 // Whether the run trains a classifier: a labelled file or a labelled corpus.
 bool is_classifier(const DataConfig& data);
 // What the run trains on, for messages: "task copy", "text data/tiny.txt", "corpus

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "autograd/ops.hpp"
 
@@ -105,6 +106,8 @@ std::vector<Batch> validation_batches(const Dataset& data, std::size_t batches, 
   for (std::size_t i = 0; i < batches; ++i) out.push_back(data.sample(batch, Split::val, rng));
   return out;
 }
+
+double bits_per_char(double nats_per_char) { return nats_per_char / std::numbers::ln2; }
 
 std::optional<double> bayes_loss(const std::vector<Batch>& batches) {
   Tally tally;  // the same sum in the same order as evaluate_batches

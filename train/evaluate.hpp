@@ -54,6 +54,12 @@ class EvalScope {
   bool was_training_;
 };
 
+// A text model's loss, in nats per character, in bits per character (loss / ln 2):
+// the unit character-level results are usually quoted in. The one conversion that
+// train's progress, metrics.csv and eval's report all use. A toy task's targets are
+// tokens, not characters, so its losses have no bits per character.
+double bits_per_char(double nats_per_char);
+
 // The seed of a run's validation batches (stream 2 of its seed): `headroom eval`
 // draws the same batches as the trainer did.
 constexpr std::uint64_t validation_seed(std::uint64_t seed) { return stream_seed(seed, 2); }

@@ -27,7 +27,7 @@ std::string header_line() {
 }
 
 // A row of a file whose header is `header`, in kMetricsColumns' order: a column the
-// file lacks (val_excess_loss or icl_score, in a file from before it) is an empty field.
+// file lacks (an optional one, in a file from before it) is an empty field.
 std::string in_current_order(const fs::path& file, const std::vector<std::string>& header, const std::string& line) {
   const std::vector<std::string> cells = csv_cells(line);
   if (cells.size() != header.size()) throw std::invalid_argument(fmt::format("{}: malformed row '{}'", file.string(), line));
@@ -83,7 +83,7 @@ std::vector<MetricsRow> read_rows(std::istream& in, const fs::path& file) {
     const std::vector<std::string> cells = csv_cells(line);
     if (cells.size() != header.size()) throw std::invalid_argument(fmt::format("{}: malformed row '{}'", file.string(), line));
     try {
-      // The columns in kMetricsColumns' order; an empty or absent val_excess_loss is unknown.
+      // The columns in kMetricsColumns' order; an empty or absent optional one is unknown.
       std::array<std::optional<double>, kMetricsColumns.size()> v{};
       for (std::size_t c = 0; c < v.size(); ++c) {
         const bool optional = optional_metrics_column(kMetricsColumns[c]);
@@ -93,7 +93,7 @@ std::vector<MetricsRow> read_rows(std::istream& in, const fs::path& file) {
       rows.push_back({.step = static_cast<std::size_t>(v[0].value()), .train_loss = v[1].value(),
                       .val_loss = v[2].value(), .val_accuracy = v[3].value(), .val_excess_loss = v[4],
                       .lr = v[6].value(), .grad_norm = v[7].value(), .tokens_per_s = v[8].value(),
-                      .icl_score = v[5]});
+                      .icl_score = v[5], .train_bpc = v[9], .val_bpc = v[10]});
     } catch (const std::logic_error&) {  // stod: a field that is not a number (or empty, but for an optional column)
       throw std::invalid_argument(fmt::format("{}: malformed row '{}'", file.string(), line));
     }
@@ -130,9 +130,9 @@ MetricsWriter MetricsWriter::open(const fs::path& out_dir, const std::string& in
 void MetricsWriter::append(const MetricsRow& r) {
   if (!out_.is_open()) return;
   const auto known = [](const std::optional<double>& v) { return v ? fmt::format("{:.6f}", *v) : std::string(); };
-  out_ << fmt::format("{},{:.6f},{},{:.6f},{},{},{:.6g},{:.6g},{:.1f}\n", r.step, r.train_loss, loss_field(r.val_loss),
-                      r.val_accuracy, known(r.val_excess_loss), known(r.icl_score), r.lr, r.grad_norm,
-                      r.tokens_per_s)
+  out_ << fmt::format("{},{:.6f},{},{:.6f},{},{},{:.6g},{:.6g},{:.1f},{},{}\n", r.step, r.train_loss,
+                      loss_field(r.val_loss), r.val_accuracy, known(r.val_excess_loss), known(r.icl_score), r.lr,
+                      r.grad_norm, r.tokens_per_s, known(r.train_bpc), known(r.val_bpc))
        << std::flush;
 }
 

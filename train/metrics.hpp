@@ -1,7 +1,7 @@
 // DIR/metrics.csv, a training run's curve: one row per validation, written as it
 // goes and flushed, so a crash loses nothing written. This file owns its columns:
 //
-//     step,train_loss,val_loss,val_accuracy,val_excess_loss,icl_score,lr,grad_norm,tokens_per_s
+//     step,train_loss,val_loss,val_accuracy,val_excess_loss,icl_score,lr,grad_norm,tokens_per_s,train_bpc,val_bpc
 //
 // train_loss is the mean over the steps since the previous row; tokens_per_s counts
 // the same window. val_excess_loss is val_loss minus the Bayes loss of the same
@@ -9,6 +9,10 @@
 // not know its distribution (a text), and in the rows of a run made before the
 // column existed. icl_score is the validation's in-context-learning score
 // (EvalResult::icl_score, train/evaluate.hpp), empty in the rows of an older run.
+// train_bpc and val_bpc are a text's two losses in bits per character
+// (bits_per_char, train/evaluate.hpp); empty for a toy task, whose targets are
+// tokens, and in the rows of an older run. New columns go at the end, so that a
+// reader that counts columns from the left keeps working.
 #pragma once
 
 #include <array>
@@ -24,13 +28,18 @@
 
 namespace headroom {
 
-inline constexpr std::array<std::string_view, 9> kMetricsColumns{
-    "step", "train_loss", "val_loss", "val_accuracy", "val_excess_loss", "icl_score", "lr", "grad_norm", "tokens_per_s"};
+inline constexpr std::array<std::string_view, 11> kMetricsColumns{
+    "step", "train_loss", "val_loss", "val_accuracy", "val_excess_loss", "icl_score", "lr", "grad_norm",
+    "tokens_per_s", "train_bpc", "val_bpc"};
 // The columns a metrics.csv may lack (files written before they existed), and
 // whose fields may be empty (unknown).
 inline constexpr std::string_view kExcessColumn = "val_excess_loss";
 inline constexpr std::string_view kIclColumn = "icl_score";
-constexpr bool optional_metrics_column(std::string_view c) { return c == kExcessColumn || c == kIclColumn; }
+inline constexpr std::string_view kTrainBpcColumn = "train_bpc";
+inline constexpr std::string_view kValBpcColumn = "val_bpc";
+constexpr bool optional_metrics_column(std::string_view c) {
+  return c == kExcessColumn || c == kIclColumn || c == kTrainBpcColumn || c == kValBpcColumn;
+}
 
 struct MetricsRow {
   std::size_t step = 0;
@@ -42,6 +51,9 @@ struct MetricsRow {
   double grad_norm = 0;
   double tokens_per_s = 0;
   std::optional<double> icl_score{};  // empty: unknown (an empty field)
+  // A text's train_loss and val_loss in bits per character; empty for a toy task.
+  std::optional<double> train_bpc{};
+  std::optional<double> val_bpc{};
 };
 
 // Appends rows to DIR/metrics.csv.
@@ -81,8 +93,8 @@ double as_recorded(double loss);
 std::vector<ValPoint> validations(const std::vector<MetricsRow>& rows);
 
 // The rows of a metrics.csv, read by column name (any order, extra columns
-// ignored; without val_excess_loss or icl_score, as a file from before them, every
-// row's is empty).
+// ignored; without an optional column, as a file from before it, every row's field
+// of it is empty).
 // std::invalid_argument naming the file when it is empty, lacks a column
 // or has a malformed row.
 std::vector<MetricsRow> read_metrics(const std::filesystem::path& file);

@@ -6,7 +6,8 @@
 //     DIR/attempts.log                    headroom ablate's record of the processes that trained
 //                                         here (ablate/sweep.hpp); like the lock, not a run entry
 //     DIR/config.json, metrics.csv,       the run's own entries (kRunEntries); --overwrite
-//     DIR/model.safetensors, checkpoints/ removes exactly these
+//     DIR/loss.svg, model.safetensors,    removes exactly these
+//     DIR/checkpoints/
 //     DIR/tracked_heads.csv, .svg         (train --track-heads)
 //     DIR/NAME.tmp.PID.N                  a write_file_atomically in progress (nn/safetensors.hpp)
 //     DIR/checkpoints/.step-N.tmp-PID     a checkpoint being saved (train/resume.hpp)
@@ -25,8 +26,9 @@
 namespace headroom {
 
 // The entries a run writes into its directory, besides the lock file.
-inline constexpr std::array<const char*, 6> kRunEntries{"config.json", "metrics.csv", "model.safetensors",
-                                                        "checkpoints", "tracked_heads.csv", "tracked_heads.svg"};
+inline constexpr std::array<const char*, 7> kRunEntries{"config.json",       "metrics.csv",      "loss.svg",
+                                                        "model.safetensors", "checkpoints",      "tracked_heads.csv",
+                                                        "tracked_heads.svg"};
 inline constexpr const char* kLockFile = ".lock";
 inline constexpr const char* kOverwrittenPrefix = ".overwritten-";
 // Entries a directory may hold beside a run, or alone, that say nothing about the run:

@@ -17,9 +17,11 @@
 #include "train/out_dir.hpp"
 #include "train/resources.hpp"
 #include "train/init_from.hpp"
+#include "train/loss_plot.hpp"
 #include "train/resume.hpp"
 #include "train/run_dir.hpp"
 #include "train/step.hpp"
+#include "train/text_sample.hpp"
 #include "nn/checkpoint.hpp"
 #include "data/char_dataset.hpp"
 #include "data/labelled_dataset.hpp"
@@ -98,7 +100,8 @@ class Loop {
       : config_(config), o_(config.optim), data_(data), options_(options), out_dir_(options.out_dir),
         init_rng_(stream_seed(o_.seed, kInitStream)), data_rng_(stream_seed(o_.seed, kTrainStream)),
         model_(config.model, init_rng_), optimizer_(make_optimizer(o_, model_.named_parameters())),
-        schedule_(make_schedule(config.optim)), metadata_{{kDataMetadataKey, data_metadata(config.data, data)}} {
+        schedule_(make_schedule(config.optim)), metadata_{{kDataMetadataKey, data_metadata(config.data, data)}},
+        text_(dynamic_cast<const CharDataset*>(&data)) {
     // Uptraining starts from the weights of init_from, pooled to this model's kv heads
     // (docs/design.md #19); a resumed run loads its own checkpoint instead.
     if (!o_.init_from.empty() && !options.resume) load_init_weights(config_, model_);
@@ -167,6 +170,20 @@ class Loop {
     write_file_atomically(out_dir_ / "config.json", to_json(config_).dump(2) + "\n");
     metrics_ = MetricsWriter::open(out_dir_, metrics_text);
     if (o_.track_heads) heads_ = HeadLogWriter::open(out_dir_, heads_text);
+    // The interrupted run may have drawn rows past its checkpoint that metrics.csv
+    // has just lost: the plot follows the file from the start.
+    if (options_.resume) plot_losses();
+  }
+
+  void plot_losses() {
+    write_loss_plot(out_dir_, fmt::format("{}: loss during training", data_.name()),
+                    per_character() ? LossTargets::characters : LossTargets::tokens);
+  }
+
+  // A text's losses are per character (docs/cli/train.md); a toy task's per target token.
+  bool per_character() const { return text_ != nullptr; }
+  std::optional<double> bpc(double loss) const {
+    return per_character() ? std::optional<double>(bits_per_char(loss)) : std::nullopt;
   }
 
   // A resumed run's validations before its checkpoint, as metrics.csv recorded them,
@@ -205,6 +222,13 @@ class Loop {
     p.train_loss = state_.steps_since > 0 ? state_.loss_since / static_cast<double>(state_.steps_since) : NAN;
     p.tokens_per_s = window_s > 0 ? static_cast<double>(state_.tokens_since) / window_s : 0;
     if (step % o_.eval_every != 0 && step != o_.steps) return p;
+    validate(step, lr, r, p);
+    return p;
+  }
+
+  // A validation: p.val (and p.sample), the run's bests, early stopping, the rows of
+  // metrics.csv (and tracked_heads.csv) and the plot.
+  void validate(std::size_t step, double lr, const StepResult& r, Progress& p) {
     p.evaluated = true;
     if (val_batches_.empty()) val_batches_ = validation_batches(data_, o_.eval_batches, o_.batch, validation_seed(o_.seed));
     p.val = evaluate_batches(model_, val_batches_);  // the same batches at every validation
@@ -215,6 +239,8 @@ class Loop {
       model_.train(was_training);
       heads_.append(step, heads);
     }
+    // Its own Rng, under NoGrad and in eval mode: the run's numbers do not see it.
+    if (options_.sample_chars > 0) p.sample = sample_characters(model_, text_->vocab(), options_.sample_chars);
     if (p.val.accuracy > state_.best_val_accuracy || state_.best_step == 0) {
       state_.best_val_accuracy = p.val.accuracy;
       state_.best_step = step;
@@ -227,14 +253,15 @@ class Loop {
     out_of_patience_ = observe(early_stop_, validations_.back(), o_.min_delta, o_.patience);
     metrics_.append({.step = step, .train_loss = p.train_loss, .val_loss = p.val.loss,
                      .val_accuracy = p.val.accuracy, .val_excess_loss = excess, .lr = lr, .grad_norm = r.grad_norm,
-                     .tokens_per_s = p.tokens_per_s, .icl_score = p.val.icl_score});
+                     .tokens_per_s = p.tokens_per_s, .icl_score = p.val.icl_score,
+                     .train_bpc = bpc(p.train_loss), .val_bpc = bpc(p.val.loss)});
+    if (!out_dir_.empty()) plot_losses();
     state_.last_train_loss = p.train_loss;
     state_.last_val = p.val;
     state_.loss_since = 0;
     state_.steps_since = 0;
     state_.tokens_since = 0;
     last_report_ = Clock::now();
-    return p;
   }
 
   void checkpoint(double elapsed_s) {
@@ -297,6 +324,7 @@ class Loop {
   std::unique_ptr<Optimizer<float>> optimizer_;
   const LrSchedule schedule_;
   const std::map<std::string, std::string> metadata_;
+  const CharDataset* text_;  // the data, when it is a text
   LoopState state_;
   TrainSummary summary_;
   MetricsWriter metrics_;
@@ -322,6 +350,11 @@ TrainSummary train(const TrainConfig& config, const Dataset& data, const std::st
 TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOptions& options) {
   if (config.optim.track_heads && !options.track_heads) {
     throw std::invalid_argument("train.track_heads is on, but no head statistics were given (TrainOptions::track_heads)");
+  }
+  if (options.sample_chars > 0 && dynamic_cast<const CharDataset*>(&data) == nullptr) {
+    throw std::invalid_argument(fmt::format(
+        "TrainOptions::sample_chars {}: samples are characters, and {} is not a text", options.sample_chars,
+        data.name()));
   }
   // Before the model, the optimizer or the run directory take anything (docs/design.md #12).
   check_training_memory(config, data.vocab_size());

@@ -35,6 +35,9 @@ struct Progress {
   double elapsed_s = 0;
   bool evaluated = false;  // val is set on this report
   EvalResult val{};
+  // At a validation, with TrainOptions::sample_chars: what the model writes now
+  // (train/text_sample.hpp). Empty otherwise.
+  std::u32string sample{};
 };
 
 // Why a run ended: at its last step; by early stopping, out of patience
@@ -88,7 +91,7 @@ class TrainingDiverged : public std::runtime_error {
 // It is locked (flock on out_dir/.lock) for the run, and what killed saves left in
 // it is removed.
 struct TrainOptions {
-  std::string out_dir;  // config.json, metrics.csv, checkpoints/, model.safetensors; "" writes nothing
+  std::string out_dir;  // config.json, metrics.csv, loss.svg, checkpoints/, model.safetensors; "" writes nothing
   bool resume = false;  // continue from out_dir's newest checkpoint (its recorded config must match)
   bool overwrite = false;  // out_dir may hold a run: its entries are removed first
   bool out_dir_locked = false;  // the caller holds out_dir's RunDirLock (headroom ablate's runner)
@@ -100,6 +103,11 @@ struct TrainOptions {
   // statistics live above this layer (interp/head_tracking.hpp, track_heads), so
   // the caller supplies them; train() refuses track_heads without it.
   std::function<std::vector<HeadTrack>(TransformerLM<float>&, const std::vector<Batch>&)> track_heads{};
+  // A text only (the data a CharDataset): at every validation, this many characters
+  // generated from the current weights (Progress::sample; 0: none). They are drawn
+  // from an Rng of their own, in eval mode and without gradients, so a run's numbers
+  // are the same with or without them; train() refuses it for a toy task.
+  std::size_t sample_chars = 0;
 };
 
 // The data source a config names: a text file when data.text is set, else a task.
@@ -111,14 +119,15 @@ TrainConfig finalize(TrainConfig config, const Dataset& data);
 
 // Trains. With a non-empty out_dir, writes out_dir/config.json before the first step,
 // appends a row to out_dir/metrics.csv at every evaluation (flushed, so a crash
-// loses nothing written; with optim.track_heads, the heads' rows to tracked_heads.csv too), saves a rolling checkpoint every save_every steps and on
+// loses nothing written; with optim.track_heads, the heads' rows to tracked_heads.csv
+// too) and redraws out_dir/loss.svg from it (train/loss_plot.hpp), saves a rolling checkpoint every save_every steps and on
 // an early stop (train/resume.hpp), and ends, finished (at optim.steps, or out of
 // optim.patience: StopReason) or stopped early, with a checkpoint and
 // out_dir/model.safetensors (metadata "step": its step). A resumed run removes the
 // old model.safetensors first, and a diverged one writes none, so the file is never
 // older than the newest checkpoint; without it, --model DIR reads that checkpoint.
 // Resuming rewrites metrics.csv without the rows after the checkpoint's step, so the
-// file reads as one run. Bad steps: see TrainingDiverged.
+// file reads as one run, and loss.svg with it. Bad steps: see TrainingDiverged.
 TrainSummary train(const TrainConfig& config, const Dataset& data, const TrainOptions& options);
 TrainSummary train(const TrainConfig& config, const Dataset& data, const std::string& out_dir,
                    const std::function<void(const Progress&)>& on_progress);
