@@ -245,6 +245,26 @@ std::vector<ModuleCase> build_cases() {
        {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6, .attn_only = true,
         .key_smear = true}},
   };
+  // A classifier's loss (docs/design.md #27): one counted target a row, the label
+  // token after the separator, at a different position in each row, pad after it.
+  c.push_back({"TransformerLM", "loss, a classifier's rows: the label after the separator only",
+               [](Rng& r, const GradcheckOptions& o) {
+                 const ModelConfig config{.vocab = 9, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6};
+                 TransformerLM<double> m(config, r);
+                 redraw(m, r);
+                 // ids: 0 pad, 1 separator, 2..6 characters, 7 and 8 the labels.
+                 const IndexArray tokens = {{3, 5, 2, 1, 8, 0, 0}, {4, 4, 6, 2, 6, 1, 7}};  // (2, 7)
+                 Mask counted = Mask::from_shape({2, 6});
+                 counted.fill(false);
+                 counted(0, 3) = true;
+                 counted(1, 5) = true;
+                 GradcheckOptions subset = o;
+                 subset.max_elements = 16;
+                 subset.directions = 2;
+                 return std::pair{fmt::format("tokens (2, 7), 2 counted targets, {} parameters", m.parameter_count()),
+                                  gradcheck([&] { return std::vector<D>{m.loss(tokens, &counted)}; },
+                                            m.named_parameters(), subset)};
+               }});
   for (const Lm& lm : lms) {
     c.push_back({"TransformerLM", lm.what, [lm](Rng& r, const GradcheckOptions& o) {
                    TransformerLM<double> m(lm.config, r);

@@ -11,6 +11,7 @@
 
 #include "cli_runner.hpp"
 #include "data/corpus.hpp"
+#include "data/labelled_dataset.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -116,6 +117,37 @@ TEST_CASE("train --labelled: a classifier of a TSV file, its counts printed, bea
   check_refused("eval --model " + (dir / "run").string() + " --text " + tsv.string(),
                 "--text needs a character-level model; " + (dir / "run/model.safetensors").string() +
                     " is a classifier model (labelled " + tsv.string() + ")");
+}
+
+TEST_CASE("A classifier's checkpoint loads in PyTorch and gives its loss on a classifier's rows") {
+  const TempDir dir("labelled-torch");
+  const fs::path tsv = write_tsv(dir);
+  REQUIRE(run_headroom("train " + kTiny + "--labelled " + tsv.string() + " --seq-len 16 --steps 40 --out " +
+                       (dir / "run").string())
+              .status == 0);
+  // Two val items as the model reads them: characters, separator, label token, pad.
+  const hr::LabelledDataset data(hr::read_labelled_tsv(tsv), 16);
+  std::string rows;
+  for (std::size_t i = 0; i < 2; ++i) {
+    std::string row;
+    for (const hr::Index id : data.row(hr::Split::val, i).ids) row += (row.empty() ? "" : ",") + std::to_string(id);
+    rows += (rows.empty() ? "" : " ") + row;
+  }
+  const CliResult eval = run_headroom("eval --json --model " + (dir / "run").string() + " --tokens " + rows);
+  INFO(eval.output);
+  REQUIRE(eval.status == 0);
+  const double loss = nlohmann::json::parse(eval.output)["loss"].get<double>();
+  constexpr const char* kPython = "/usr/bin/python3";
+  if (!prerequisite(fs::exists(kPython), std::string(kPython) + " is not installed")) return;
+  const std::string script = std::string(HEADROOM_SOURCE_DIR) + "/examples/load_checkpoint.py";
+  const CliResult ok = run_program(kPython, script + " " + (dir / "run/model.safetensors").string() + " --tokens " +
+                                                rows + " --expect " + std::to_string(loss));
+  if (!prerequisite(ok.output.find("No module named 'torch'") == std::string::npos,
+                    std::string(kPython) + " cannot import torch (Debian: apt-get install python3-torch)"))
+    return;
+  INFO(ok.output);
+  CHECK(ok.status == 0);
+  CHECK(ok.output.find(": match") != std::string::npos);
 }
 
 TEST_CASE("train --text with --val-text validates on the held-out file, and eval rebuilds both") {
