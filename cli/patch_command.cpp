@@ -23,6 +23,7 @@
 #include "cli/out_paths.hpp"
 #include "cli/csv.hpp"
 #include "cli/validators.hpp"
+#include "data/labelled_dataset.hpp"
 #include "data/task_tokens.hpp"
 #include "interp/attention_maps.hpp"
 #include "interp/patching.hpp"
@@ -137,6 +138,32 @@ Pairs task_pairs(const PatchFlags& f, const DataDescription& data) {
   return p;
 }
 
+// A classifier's pairs: val items of two classes, cut to a common length, the two
+// labels the answers (LabelledDataset::patch_pair).
+Pairs classifier_pairs(const PatchFlags& f, const DataDescription& data, const std::string& source) {
+  const std::unique_ptr<Dataset> dataset = own_dataset(data, source, "it needs its own data for pairs");
+  const auto& items = dynamic_cast<const LabelledDataset&>(*dataset);
+  Rng rng(stream_seed(f.seed, 11));
+  std::vector<PatchPair> pairs;
+  const std::size_t n = f.pairs.value_or(32);
+  for (std::size_t i = 0; i < n; ++i) pairs.push_back(items.patch_pair(rng));
+  Pairs p;
+  p.batch = patch_batch(pairs);
+  const PatchPair& first = pairs.front();
+  for (std::size_t t = 0; t + 1 < first.clean.size(); ++t) p.labels.push_back(token_label(data, first.clean[t]));
+  const auto shown = [&](const std::vector<Index>& row, std::size_t len) {
+    std::string out;
+    for (std::size_t t = 0; t < len; ++t) out += token_label(data, row[t]);
+    return out;
+  };
+  p.description = fmt::format("{} pairs of val items of two classes of {} (seed {}); pair 0: clean \"{}\" / corrupted "
+                              "\"{}\", answer at position {}: {} vs {}",
+                              n, data.source_name(), f.seed, shown(first.clean, first.position),
+                              shown(first.corrupted, first.position), first.position,
+                              token_label(data, first.clean_answer), token_label(data, first.corrupted_answer));
+  return p;
+}
+
 // fmt writes NaN as "nan" or "-nan" and a small negative as "-0.000": one spelling each.
 std::string fixed3(double v) {
   if (std::isnan(v)) return "nan";
@@ -242,17 +269,19 @@ int run_patch(const PatchFlags& f) {
   LoadedRun run = open_model(f.model);
   const DataDescription& data = run.data;
   const std::string& source = run.source;
-  if (data.is_classifier()) {
-    throw std::invalid_argument(fmt::format("{} is a classifier ({}): patching between items of two classes is not "
-                                            "built yet (docs/cli/patch.md)",
-                                            source, data.source_name()));
+  if (data.is_classifier() && given) {
+    throw std::invalid_argument(fmt::format("--clean: {} is a classifier, whose pairs are items of two classes from "
+                                            "its own data; leave out --clean, --corrupted, --answer and --wrong",
+                                            source));
   }
   if (data.is_text() && !given) {
     throw std::invalid_argument(fmt::format("--clean: {} is a text model, which has no task to draw pairs from: give "
                                             "--clean TEXT --corrupted TEXT --answer A --wrong W",
                                             source));
   }
-  const Pairs pairs = given ? given_pair(f, data, source, run.config().max_len) : task_pairs(f, data);
+  const Pairs pairs = given                  ? given_pair(f, data, source, run.config().max_len)
+                      : data.is_classifier() ? classifier_pairs(f, data, source)
+                                             : task_pairs(f, data);
 
   const fs::path out(f.out);
   if (!f.out.empty() && options.resid && pairs.labels.size() > heatmap::kMaxTokens) {
@@ -264,7 +293,7 @@ int run_patch(const PatchFlags& f) {
 
   TransformerLM<float>& model = run.model();
   const ModelConfig& m = model.config();
-  const std::string kind = data.is_text() ? "character-level text" : data.task;
+  const std::string kind = data.is_text() ? "character-level text" : data.is_classifier() ? "classifier" : data.task;
   fmt::print("model     {} ({}, {} layers x {} heads)\n", source, kind, m.n_layers, m.n_heads);
   fmt::print("pairs     {}\n", pairs.description);
   std::fflush(stdout);

@@ -130,6 +130,25 @@ std::optional<std::vector<Batch>> LabelledDataset::fixed_validation(std::size_t 
   return out;
 }
 
+PatchPair LabelledDataset::patch_pair(Rng& rng) const {
+  const std::vector<std::size_t> counts = label_counts(Split::val);
+  if (std::count_if(counts.begin(), counts.end(), [](std::size_t n) { return n > 0; }) < 2) {
+    throw DataError(fmt::format("LabelledDataset {}: the val split has one label only: no pair of two classes", name_));
+  }
+  const Item& clean = val_[rng.below(val_.size())];
+  // The other item by rejection: most items carry another label.
+  const Item* other = &clean;
+  while (other->label == clean.label) other = &val_[rng.below(val_.size())];
+  const std::size_t n = std::min({clean.chars.size(), other->chars.size(), seq_len_ - 1});
+  const auto cut = [n](const Item& item) { return std::vector<Index>(item.chars.begin(), item.chars.begin() + static_cast<std::ptrdiff_t>(n)); };
+  const LabelledRow a = make_row(cut(clean), clean.label), b = make_row(cut(*other), other->label);
+  return {.clean = a.ids,
+          .corrupted = b.ids,
+          .position = a.position,
+          .clean_answer = label_token(clean.label),
+          .corrupted_answer = label_token(other->label)};
+}
+
 std::string LabelledDataset::token_text(Index id) const {
   if (id == kPad) return "_";
   if (id == kSep) return "|";

@@ -19,6 +19,7 @@
 #include "data/char_vocab.hpp"
 #include "data/corpus.hpp"
 #include "data/dataset.hpp"
+#include "data/task.hpp"
 
 namespace headroom {
 
@@ -66,6 +67,13 @@ class LabelledDataset : public Dataset {
   // What the corpus left out while reading (Corpus::duplicates, Corpus::ambiguous).
   std::size_t duplicates() const { return duplicates_; }
   std::size_t ambiguous() const { return ambiguous_; }
+
+  // A pair for activation patching (docs/design.md #22): a val item (clean) and a val
+  // item of another label (corrupted), both cut to the shorter one's length (at most
+  // T-1 characters) so that their separators, where the label is predicted, line up.
+  // The answers are the two labels' tokens. Throws DataError when the val split has
+  // one label only.
+  PatchPair patch_pair(Rng& rng) const;
 
   // A token as text: a character, "|" for the separator, "_" for pad, "<label>".
   std::string token_text(Index id) const;

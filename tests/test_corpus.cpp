@@ -247,6 +247,35 @@ TEST_CASE("LabelledDataset rows: the item, the separator, the label token, pad, 
         "LabelledDataset toy: seq_len 1 is too short: needs at least 2 (a character and the separator)");
 }
 
+TEST_CASE("A classifier's patch pair: val items of two labels cut to one length, separators aligned") {
+  hr::Corpus corpus{.name = "toy", .kind = hr::CorpusKind::labelled, .labels = {"a", "b", "c"}};
+  for (int i = 0; i < 300; ++i) {
+    const std::string s = std::string(static_cast<std::size_t>(1 + i % 9), "abc"[i % 3]) + std::to_string(i);
+    corpus.items.push_back({std::string(1, "abc"[i % 3]), std::u32string(s.begin(), s.end())});
+  }
+  const hr::LabelledDataset data(corpus, 8);
+  hr::Rng rng(5);
+  for (int k = 0; k < 50; ++k) {
+    const hr::PatchPair p = data.patch_pair(rng);
+    REQUIRE(p.clean.size() == 9);
+    REQUIRE(p.corrupted.size() == 9);
+    CHECK(p.clean[p.position] == hr::kSep);
+    CHECK(p.corrupted[p.position] == hr::kSep);
+    CHECK(p.clean[p.position + 1] == p.clean_answer);
+    CHECK(p.corrupted[p.position + 1] == p.corrupted_answer);
+    CHECK(p.clean_answer != p.corrupted_answer);
+    CHECK(p.position <= 7);
+    for (std::size_t t = 0; t < p.position; ++t) {
+      CHECK(p.clean[t] > hr::kSep);
+      CHECK(p.corrupted[t] > hr::kSep);
+    }
+  }
+  hr::Corpus one{.name = "one", .kind = hr::CorpusKind::labelled, .labels = {"a"}};
+  for (int i = 0; i < 50; ++i) one.items.push_back({"a", U"x" + std::u32string(static_cast<std::size_t>(i + 1), U'y')});
+  CHECK(error_of([&] { (void)hr::LabelledDataset(one, 8).patch_pair(rng); }) ==
+        "LabelledDataset one: the val split has one label only: no pair of two classes");
+}
+
 TEST_CASE("A classifier validates on fixed items spread over its val split, the same for every seed") {
   hr::Corpus corpus{.name = "toy", .kind = hr::CorpusKind::labelled, .labels = {"a", "b"}};
   for (int i = 0; i < 400; ++i) {

@@ -112,8 +112,13 @@ TEST_CASE("train --labelled: a classifier of a TSV file, its counts printed, bea
   CHECK(run_headroom("heads --model " + (dir / "run").string()).status == 0);
   check_refused("sample --model " + (dir / "run").string(), "is a classifier (labelled " + tsv.string() +
                                                                 "): it predicts a label, it does not write text");
-  check_refused("patch --model " + (dir / "run").string(), "is a classifier (labelled " + tsv.string() +
-                                                               "): patching between items of two classes is not built yet");
+  const CliResult patch = run_headroom("patch --model " + (dir / "run").string() + " --what heads --pairs 8");
+  INFO(patch.output);
+  CHECK(patch.status == 0);
+  CHECK(patch.output.find("8 pairs of val items of two classes of labelled " + tsv.string()) != std::string::npos);
+  CHECK(patch.output.find("recovered fraction") != std::string::npos);
+  check_refused("patch --model " + (dir / "run").string() + " --clean ab --corrupted xy --answer a --wrong x",
+                "is a classifier, whose pairs are items of two classes from its own data");
   check_refused("eval --model " + (dir / "run").string() + " --text " + tsv.string(),
                 "--text needs a character-level model; " + (dir / "run/model.safetensors").string() +
                     " is a classifier model (labelled " + tsv.string() + ")");
