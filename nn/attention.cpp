@@ -120,8 +120,7 @@ MultiHeadAttention<T>::MultiHeadAttention(const AttentionOptions& options, Rng& 
                                                                              : options_.d_v,
                  .out_features = options_.d_model,
                  .bias = options_.bias, .init_std = options_.out_init_std},
-                rng),
-      dropout_rng_(options_.dropout_seed) {
+                rng) {
   // Neither the norms nor the smear draw from rng: the projections keep the values
   // they have without them.
   if (options_.key_smear) {
@@ -236,7 +235,7 @@ AttentionOutput<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, const Mask
   if (hooked && hooks->pattern) {
     attn = reshape(apply_hook(hooks, HookPoint::pattern, layer, reshape(attn, {B, H, T_, T_})), {B, G, g, T_, T_});
   }
-  if (options_.dropout > 0.0) attn = dropout(attn, options_.dropout, dropout_rng_, this->is_training());
+  attn = site_dropout(attn, options_.dropout, options_.dropout_site, this->is_training(), "MultiHeadAttention");
   if (need_weights) weights_out = reshape(attn, {B, H, T_, T_});  // after dropout, as PyTorch returns them
 
   Tensor<T> ctx = reshape(matmul(attn, v), {B, H, T_, dv});  // (B, H, T, dv)

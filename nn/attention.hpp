@@ -34,6 +34,7 @@
 #include <string>
 
 #include "autograd/ops.hpp"
+#include "nn/dropout.hpp"
 #include "nn/hooks.hpp"
 #include "nn/kv_cache.hpp"
 #include "nn/linear.hpp"
@@ -64,10 +65,10 @@ struct AttentionOptions {
   bool key_smear = false;      // k_t <- s k_t + (1 - s) k_{t-1}, s = sigmoid(key_smear) per kv head
   bool rope = false;           // rotary positions on q and k (d_k even)
   double rope_base = 10000.0;  // theta_i = rope_base^(-2i/d_k); read with rope only
-  double dropout = 0.0;              // on the attention weights, in training mode
+  double dropout = 0.0;        // on the attention weights, in training mode
+  std::uint64_t dropout_site = 0;  // the weights' site under this thread's DropoutSeed (nn/dropout.hpp)
   double init_std = 0.02;
   double out_init_std = 0.02;  // out_proj, which writes into the residual stream
-  std::uint64_t dropout_seed = 0;
 
   // The options with every default filled in; throws std::invalid_argument naming
   // the numbers for an invalid combination.
@@ -149,7 +150,6 @@ class MultiHeadAttention : public Module<T> {
   // q (B, T, H d_k) and k (B, T, G d_k) through qk_norm, key_smear and rope, as the
   // options ask.
   void transform_qk(Tensor<T>& q, Tensor<T>& k) const;
-  Rng dropout_rng_;
   std::optional<Tensor<T>> head_gate_;  // (H,), applied to each head's output
 };
 

@@ -394,6 +394,34 @@ TEST_CASE("Dropout: drops in training mode, is the identity in eval mode, follow
   CHECK_THROWS_WITH_AS(hr::Dropout<float>({.p = 1.0}), "Dropout: p must be in [0, 1), got 1", std::invalid_argument);
 }
 
+TEST_CASE("DropoutSeed: site s draws from stream s of the seed, goes on within one, and the innermost rules") {
+  const hr::Tensor<double> x(xt::ones<double>({64}));
+  const auto mask_of = [&](std::uint64_t seed, std::uint64_t site) {  // the rule, by hand
+    hr::Rng rng(hr::stream_seed(seed, site));
+    xt::xarray<double> y = xt::ones<double>({64});
+    for (auto& v : y) v = rng.uniform() < 0.5 ? 0.0 : 2.0;
+    return y;
+  };
+  const auto drop = [&](std::uint64_t site) { return hr::site_dropout(x, 0.5, site, true, "test").value(); };
+  {
+    const hr::DropoutSeed outer(3);
+    CHECK(drop(1) == mask_of(3, 1));
+    CHECK(drop(4) == mask_of(3, 4));
+    CHECK(drop(1) != mask_of(3, 1));  // site 1's generator went on
+    {
+      const hr::DropoutSeed inner(8);
+      CHECK(drop(1) == mask_of(8, 1));
+    }
+    CHECK(hr::DropoutSeed::generator(4) != nullptr);
+  }
+  CHECK(hr::DropoutSeed::generator(4) == nullptr);
+  // Eval mode and p = 0 draw nothing and need no DropoutSeed; training at p > 0 does.
+  CHECK(hr::site_dropout(x, 0.5, 1, false, "test").value() == x.value());
+  CHECK(hr::site_dropout(x, 0.0, 1, true, "test").value() == x.value());
+  CHECK_THROWS_WITH_AS(drop(1), doctest::Contains("test: dropout 0.5 in training mode draws its masks from a DropoutSeed"),
+                       std::logic_error);
+}
+
 // ---- attn_only and norm "none" (docs/design.md #13) ----------------------------------
 
 namespace {
