@@ -30,6 +30,19 @@ struct ParamsFlags : TrainFlags {
 // the flags), the vocabulary from the config's model or else the task's, max_len
 // from --seq-len unless given.
 ModelConfig model_of(const ParamsFlags& flags) {
+  // Dropout holds no weights and acts in training only, so a --dropout above 0 would
+  // change nothing params says about the model or its forward (docs/design.md #11). A
+  // file's model.dropout passes: it describes the run the file came from.
+  if (const auto it = flags.given.find("model.dropout"); it != flags.given.end()) {
+    TrainConfig probe;
+    it->second(probe);
+    if (probe.model.dropout != 0) {
+      throw std::invalid_argument(fmt::format(
+          "--dropout {}: params counts a model's weights and its forward's FLOPs, which dropout does not change, so "
+          "it would be ignored; leave it out",
+          probe.model.dropout));
+    }
+  }
   const TrainConfig c = build_config(flags, flags.config_file);
   ModelConfig m = c.model;
   if (m.vocab == 0) {

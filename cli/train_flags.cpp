@@ -29,6 +29,7 @@ const CLI::Validator* validator(FlagCheck check) {
     case FlagCheck::positive: return &kPositive;
     case FlagCheck::non_negative: return &kNonNegative;
     case FlagCheck::finite_non_negative: return &kFiniteNonNegative;
+    case FlagCheck::fraction: return &kFraction;
     case FlagCheck::whole_number_list: return &kWholeNumberList;
   }
   return nullptr;
@@ -205,8 +206,8 @@ bool check_data_source(const TrainFlags& f, const nlohmann::json& object, const 
 
 // --init-from DIR given as a flag: the model is DIR's (train/init_from.hpp). A model
 // flag that disagrees with it is refused, naming the flag and both values, except
-// --kv-heads, which mean-pools; so are --preset and a --config file's model keys,
-// which would be ignored.
+// --kv-heads, which mean-pools, and --dropout, which holds no weights; so are --preset
+// and a --config file's model keys, which would be ignored.
 void apply_init_from(const TrainFlags& f, const nlohmann::json& object, const std::string& config_file,
                      TrainConfig& c) {
   if (!f.preset.empty()) {
@@ -238,9 +239,14 @@ void apply_init_from(const TrainFlags& f, const nlohmann::json& object, const st
       m.n_kv_heads = probe.model.n_kv_heads;
       return;
     }
+    if (std::string(field.key) == "dropout") {
+      m.dropout = probe.model.dropout;
+      return;
+    }
     if (!(probe.model.*field.member == from.*field.member)) {
       throw std::invalid_argument(fmt::format(
-          "{} {}: --init-from {} has {} {}; the model is that run's (only --kv-heads may differ: it mean-pools)",
+          "{} {}: --init-from {} has {} {}; the model is that run's (only --kv-heads, which mean-pools, and "
+          "--dropout may differ)",
           flag_name(field.key, *field.flag), shown(probe.model.*field.member), c.optim.init_from, field.key,
           shown(from.*field.member)));
     }

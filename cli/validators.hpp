@@ -99,6 +99,15 @@ inline const CLI::Validator kFiniteNonNegative(
     },
     "NON-NEGATIVE");
 
+// A probability that may be 0 but not 1: a dropout rate, which at 1 would drop everything.
+inline const CLI::Validator kFraction(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(text, v) || !(v >= 0 && v < 1)) return "must be a number in [0, 1), got " + text;
+      return "";
+    },
+    "P");
+
 // A probability that may be 1 but not 0: top-p.
 inline const CLI::Validator kProbability(
     [](std::string& text) -> std::string {

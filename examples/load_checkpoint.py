@@ -38,7 +38,8 @@ the checkpoint, so load_state_dict(strict=True) takes the tensors without renami
           down_proj(silu(gate_proj(x)) * up_proj(x)) (ffn = "swiglu")
 
 Keys a file does not have read as their defaults (docs/design.md #17), so older
-checkpoints load as the models they were.
+checkpoints load as the models they were. The model is evaluated, so `dropout` (a
+training setting, with no tensor) is not read.
 
 Each --tokens argument is one row of comma-separated token ids (all rows the same
 length T+1), or --tokens-file FILE holds one whitespace-separated row per line. The

@@ -82,6 +82,7 @@ AttentionOptions attention_options(const ModelConfig& c) {
                           .key_smear = c.key_smear,
                           .rope = c.pos == PositionEncoding::rope,
                           .rope_base = c.rope_base,
+                          .dropout = c.dropout,
                           .init_std = c.init_std};
 }
 
@@ -144,6 +145,9 @@ ResolvedModelConfig ModelConfig::resolved() const {
   }
   if (!(init_std > 0) || !std::isfinite(init_std)) {
     throw std::invalid_argument(fmt::format("model config: init_std must be a positive number, got {}", init_std));
+  }
+  if (!(dropout >= 0.0 && dropout < 1.0)) {
+    throw std::invalid_argument(fmt::format("model config: dropout must be in [0, 1), got {}", dropout));
   }
   r.d_ff = attn_only ? 0 : d_ff == 0 ? ffn_width : d_ff;
   if (!(ln_eps > 0) || !std::isfinite(ln_eps)) {

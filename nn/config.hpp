@@ -70,6 +70,10 @@ struct ModelConfig {
   // n_layers) (TransformerLM). GPT-2's 0.02; 1 / sqrt(d_model) gives a pre-norm
   // model queries and keys of unit variance, the variance argument's assumption.
   double init_std = 0.02;
+  // The probability, in [0, 1), of dropping a value at each of nanoGPT's dropout sites
+  // (the embeddings' sum, the attention weights, the residual branches), in training
+  // mode only; 0 drops nothing and draws nothing. No parameter depends on it.
+  double dropout = 0.0;
 
   // Every default filled in and every value checked; a bad value or combination is
   // a std::invalid_argument naming the key and the numbers.

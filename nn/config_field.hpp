@@ -23,6 +23,7 @@ enum class FlagCheck {
   positive,
   non_negative,
   finite_non_negative,
+  fraction,  // a number in [0, 1): a probability that must leave something
   whole_number_list
 };
 

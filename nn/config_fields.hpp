@@ -64,6 +64,10 @@ void for_each_model_field(Visit&& visit) {
               Flag{.help = "Initial weights N(0, init_std^2); 1/sqrt(d_model) gives unit-variance queries and keys "
                            "(default {}, GPT-2's)",
                    .check = C::positive}));
+  visit(field("dropout", &M::dropout,
+              Flag{.help = "Dropout probability on the embeddings, the attention weights and the residual branches, "
+                           "in training only (default {}: none)",
+                   .check = C::fraction}));
 }
 
 }  // namespace headroom

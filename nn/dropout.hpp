@@ -4,11 +4,11 @@
 // identity in eval mode. It owns its seeded generator, so a run's masks depend only
 // on the seed it was built with.
 //
-// A model's dropout sites (MultiHeadAttention's weights): they own no generator,
-// because one model runs on several threads at once (the shards of a training step,
-// train/step.hpp), and a generator shared by them would race and make the masks
-// depend on which thread drew first. A site draws from the generator this thread's
-// DropoutSeed keeps for it.
+// A model's dropout sites (TransformerLM's input, attention weights and residual
+// branches; docs/design.md #28): they own no generator, because one model runs on
+// several threads at once (the shards of a training step, train/step.hpp), and a
+// generator shared by them would race and make the masks depend on which thread drew
+// first. A site draws from the generator this thread's DropoutSeed keeps for it.
 #pragma once
 
 #include <cstdint>

@@ -8,17 +8,21 @@
 //
 //   point       layer   shape          the value
 //   resid_pre   l       (B, T, C)      the residual stream entering block l; at l = 0 the
-//                                      embedding tok_emb[token] (+ P unless pos_qk_only)
-//   pattern     l       (B, H, T, T)   the attention weights softmax(QK^T * scale), only
-//                                      with ForwardHooks::pattern (see there)
+//                                      embedding tok_emb[token] (+ P unless pos_qk_only),
+//                                      after the input's dropout
+//   pattern     l       (B, H, T, T)   the attention weights softmax(QK^T * scale), before
+//                                      their dropout, only with ForwardHooks::pattern (see there)
 //   head_out    l       (B, T, H, d_v) each head's output, after the head gate and before
 //                                      the heads are combined and projected by W_O
 //                                      (TransformerLens's hook_z): replacing head j's
 //                                      slice removes or patches exactly that head
-//   attn_out    l       (B, T, C)      the attention sublayer's output, out_proj's
-//   resid_mid   l       (B, T, C)      x + attn_out: after attention, before ln1 (post-norm)
-//                                      or the feed-forward (pre-norm, no norm)
-//   mlp_out     l       (B, T, C)      the feed-forward's output (not called with attn_only)
+//   attn_out    l       (B, T, C)      the attention sublayer's output, out_proj's, before
+//                                      its dropout
+//   resid_mid   l       (B, T, C)      x + attn_out (dropped first, with dropout in training):
+//                                      after attention, before ln1 (post-norm) or the
+//                                      feed-forward (pre-norm, no norm)
+//   mlp_out     l       (B, T, C)      the feed-forward's output, before its dropout (not
+//                                      called with attn_only)
 //   resid_post  l       (B, T, C)      block l's output
 //   final       L       (B, T, C)      the unembedding's input: ln_f's output (or the last
 //                                      resid_post with no norm); layer = n_layers

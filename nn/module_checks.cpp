@@ -279,6 +279,37 @@ std::vector<ModuleCase> build_cases() {
                                               subset)};
                  }});
   }
+  // Dropout at every site, in training mode. A DropoutSeed made inside f gives every
+  // evaluation of the finite differences the same masks, so the dropped model is one
+  // fixed function of its parameters. The logits rather than the loss: gradcheck's
+  // random weights are then a different upstream gradient at every position.
+  static const Lm dropped[] = {
+      {"logits, dropout 0.3 in training",
+       {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 6, .dropout = 0.3}},
+      {"dropout 0.3, post-norm, attn_only, GQA",
+       {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .max_len = 6,
+        .norm = NormPlacement::post, .attn_only = true, .dropout = 0.3}},
+  };
+  for (const Lm& lm : dropped) {
+    c.push_back({"TransformerLM", lm.what, [lm](Rng& r, const GradcheckOptions& o) {
+                   TransformerLM<double> m(lm.config, r);
+                   redraw(m, r);
+                   m.train();
+                   IndexArray tokens = IndexArray::from_shape({2, 6});
+                   for (auto& t : tokens) t = static_cast<Index>(r.below(lm.config.vocab));
+                   const std::uint64_t mask_seed = r.next_u64();
+                   GradcheckOptions subset = o;
+                   subset.max_elements = 16;
+                   subset.directions = 2;
+                   return std::pair{fmt::format("tokens (2, 6), {} parameters", m.parameter_count()),
+                                    gradcheck(
+                                        [&] {
+                                          const DropoutSeed masks(mask_seed);
+                                          return std::vector<D>{m.forward(tokens)};
+                                        },
+                                        m.named_parameters(), subset)};
+                 }});
+  }
   return c;
 }
 

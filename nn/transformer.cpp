@@ -18,7 +18,8 @@ std::unique_ptr<Norm<T>> make_norm(NormType type, std::size_t dim, double eps) {
 
 template <typename T>
 TransformerBlock<T>::TransformerBlock(const BlockOptions& options, Rng& rng)
-    : norm_(options.norm), attn_(options.attention, rng) {
+    : norm_(options.norm), dropout_(options.dropout), dropout_site_(options.dropout_site),
+      attn_(options.attention, rng) {
   // The members are made in the order the parameters are registered (and drawn:
   // only attn and ffn draw from rng), so that a block with every part keeps the
   // parameter order and the initial values it always had.
@@ -39,24 +40,32 @@ TransformerBlock<T>::TransformerBlock(const BlockOptions& options, Rng& rng)
 }
 
 template <typename T>
+Tensor<T> TransformerBlock<T>::drop(const Tensor<T>& branch, std::uint64_t site) const {
+  return site_dropout(branch, dropout_, site, this->is_training(), "TransformerBlock");
+}
+
+template <typename T>
 Tensor<T> TransformerBlock<T>::forward(const Tensor<T>& x, const Mask* key_padding_mask, Tensor<T>* weights,
                                        const Tensor<T>* positions, const ForwardHooks<T>* hooks, std::size_t layer) {
   const bool need = weights != nullptr;
   const auto hook = [&](HookPoint point, const Tensor<T>& value) { return apply_hook(hooks, point, layer, value); };
   const Tensor<T> in = hook(HookPoint::resid_pre, x);
+  // The hooks see each branch as its layer made it, before dropout.
+  const std::uint64_t attn_site = dropout_site_, ffn_site = dropout_site_ + 1;
   if (norm_ == NormPlacement::post) {
     AttentionOutput<T> a = attn_.forward(in, key_padding_mask, need, positions, hooks, layer);
     if (need) *weights = a.weights;
-    Tensor<T> h = norm1(hook(HookPoint::resid_mid, add(in, a.out)));
+    Tensor<T> h = norm1(hook(HookPoint::resid_mid, add(in, drop(a.out, attn_site))));
     if (!ffn_) return hook(HookPoint::resid_post, h);
-    return hook(HookPoint::resid_post, norm2(add(h, hook(HookPoint::mlp_out, ffn_->forward(h)))));
+    return hook(HookPoint::resid_post,
+                norm2(add(h, drop(hook(HookPoint::mlp_out, ffn_->forward(h)), ffn_site))));
   }
   // Pre-norm, and no norm, where norm1 and norm2 pass x through.
   AttentionOutput<T> a = attn_.forward(norm1(in), key_padding_mask, need, positions, hooks, layer);
   if (need) *weights = a.weights;
-  Tensor<T> h = hook(HookPoint::resid_mid, add(in, a.out));
+  Tensor<T> h = hook(HookPoint::resid_mid, add(in, drop(a.out, attn_site)));
   if (!ffn_) return hook(HookPoint::resid_post, h);
-  return hook(HookPoint::resid_post, add(h, hook(HookPoint::mlp_out, ffn_->forward(norm2(h)))));
+  return hook(HookPoint::resid_post, add(h, drop(hook(HookPoint::mlp_out, ffn_->forward(norm2(h))), ffn_site)));
 }
 
 template <typename T>
@@ -89,8 +98,11 @@ TransformerLM<T>::TransformerLM(const ResolvedModelConfig& config, Rng& rng)
         .norm = c.norm,
         .norm_type = c.norm_type,
         .ln_eps = c.ln_eps,
-        .attn_only = c.attn_only};
+        .attn_only = c.attn_only,
+        .dropout = c.dropout,
+        .dropout_site = 3 * i + 2};
     b.attention.out_init_std = residual_std;
+    b.attention.dropout_site = 3 * i + 1;
     blocks_.push_back(std::make_unique<TransformerBlock<T>>(b, rng));
     this->register_module(fmt::format("blocks.{}", i), *blocks_.back());
   }
@@ -131,6 +143,7 @@ Tensor<T> TransformerLM<T>::forward(const IndexArray& tokens, std::vector<Tensor
   }
   const bool qk_only = config_->pos_qk_only;
   if (table.defined() && !qk_only) x = add(x, table);  // + (T, C), broadcast over the batch
+  x = site_dropout(x, config_->dropout, 0, this->is_training(), "TransformerLM");
   const Tensor<T>* positions = table.defined() && qk_only ? &table : nullptr;
   if (attention_weights) attention_weights->assign(blocks_.size(), Tensor<T>());
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
@@ -175,7 +188,7 @@ template <typename T>
 Tensor<T> TransformerBlock<T>::forward_cached(const Tensor<T>& x, LayerKVCache<T>& cache,
                                               const std::vector<std::size_t>& lengths, std::size_t row0,
                                               const Tensor<T>* positions) {
-  // forward's lines, with the cached attention.
+  // forward's lines, with the cached attention and without dropout.
   if (norm_ == NormPlacement::post) {
     Tensor<T> h = norm1(add(x, attn_.forward_cached(x, cache, lengths, row0, positions)));
     return ffn_ ? norm2(add(h, ffn_->forward(h))) : h;

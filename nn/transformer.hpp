@@ -12,6 +12,13 @@
 // pos_emb.weight[:T] (learned) or the sinusoid table (sinusoidal). pos rope and none
 // add nothing (rope turns q and k inside attention); with pos_qk_only the input is
 // tok_emb[token] alone and P goes to every layer's attention, into q and k only.
+// Dropout (config.dropout = p > 0, in training mode only), where nanoGPT has it: on
+// the input (the embeddings' sum), on each layer's attention weights, and on each
+// residual branch before it is added: drop(attn(...)) and drop(ffn(...)). Each of
+// these is a site of nn/dropout.hpp, numbered 0 for the input and, for layer l,
+// 3 l + 1 (attention weights), 3 l + 2 (attention output) and 3 l + 3 (ffn output),
+// so that a DropoutSeed gives each its own generator. At p = 0 nothing is drawn
+// and the forward is the one without dropout, the fused attention included.
 #pragma once
 
 #include <memory>
@@ -35,6 +42,12 @@ struct BlockOptions {
   NormType norm_type = NormType::layernorm;  // ln1 and ln2: LayerNorm or RMSNorm
   double ln_eps = 1e-5;
   bool attn_only = false;  // no feed-forward sublayer (and no ln2); `ffn` is then unused
+  // On the attention's and the feed-forward's outputs before each joins the residual
+  // stream, in training mode, at sites dropout_site and dropout_site + 1 of this
+  // thread's DropoutSeed (nn/dropout.hpp). The attention weights' own dropout is
+  // attention.dropout.
+  double dropout = 0.0;
+  std::uint64_t dropout_site = 0;
 };
 
 template <typename T>
@@ -64,7 +77,12 @@ class TransformerBlock : public Module<T> {
   Tensor<T> norm1(const Tensor<T>& x) const { return ln1_ ? ln1_->forward(x) : x; }
   Tensor<T> norm2(const Tensor<T>& x) const { return ln2_ ? ln2_->forward(x) : x; }
 
+  // A residual branch through this block's dropout (BlockOptions::dropout).
+  Tensor<T> drop(const Tensor<T>& branch, std::uint64_t site) const;
+
   NormPlacement norm_;
+  double dropout_;
+  std::uint64_t dropout_site_;
   std::unique_ptr<Norm<T>> ln1_;  // absent with no norm
   MultiHeadAttention<T> attn_;
   std::unique_ptr<Norm<T>> ln2_;  // absent with no norm or attn_only
@@ -98,7 +116,7 @@ class TransformerLM : public Module<T> {
   // (n, T_new, V), equal to forward's on each row's whole sequence up to float
   // rounding (tests/test_kv_cache.cpp), and advances those rows by T_new. A prefill
   // is a call with the prompt, a decode step one with T_new = 1. Runs under NoGrad
-  // in whatever mode the model is in (call eval() for dropout-free decoding).
+  // and never drops, whatever mode the model is in: decoding is evaluation.
   // Throws std::invalid_argument naming the row when L_b + T_new passes the cache's
   // capacity, and for a cache made for another config.
   Tensor<T> forward_cached(const IndexArray& tokens, KVCache<T>& cache, std::size_t row0 = 0);

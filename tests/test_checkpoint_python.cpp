@@ -4,7 +4,8 @@
 // switches (pre/post norm, learned/sinusoidal positions, GQA grouping, attn_scale,
 // the causal mask, the activations, tied head, bias, ln_eps, head_combine, attn_only
 // and norm "none"; and the current blocks of #17: rope and its base, RMSNorm, SwiGLU,
-// qk_norm, key_smear, pos_qk_only with learned and sinusoidal tables, pos "none"), against
+// qk_norm, key_smear, pos_qk_only with learned and sinusoidal tables, pos "none"; and a
+// dropout model, whose key the script reads past), against
 // an independent implementation: F32 files to 1e-5, F64 files to 1e-10. Breaking
 // any one of those conventions in the script (repeat for repeat_interleave in the
 // GQA grouping, say) makes at least one of these checkpoints mismatch. Skipped,
@@ -82,6 +83,8 @@ TEST_CASE("examples/load_checkpoint.py loads our checkpoints into PyTorch and re
        .pos = PositionEncoding::sinusoidal, .pos_qk_only = true},
       // no positions at all
       {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 8, .pos = PositionEncoding::none},
+      // dropout: a key of the config and no tensor; the losses are eval mode's, which drops nothing
+      {.vocab = 7, .d_model = 8, .n_layers = 2, .n_heads = 2, .max_len = 8, .dropout = 0.3},
   };
   const hr::IndexArray tokens = {{1, 4, 2, 6, 0, 3, 5}, {6, 6, 1, 0, 2, 4, 3}, {2, 5, 5, 1, 3, 0, 6}};  // (3, 7)
   const std::string token_args = "--tokens 1,4,2,6,0,3,5 6,6,1,0,2,4,3 2,5,5,1,3,0,6";
@@ -94,6 +97,7 @@ TEST_CASE("examples/load_checkpoint.py loads our checkpoints into PyTorch and re
     hr::Rng rng(i);
     hr::TransformerLM<float> model(configs[i], rng);
     scramble(model, 100 + i);
+    model.eval();
     const fs::path path = dir / fmt::format("model{}.safetensors", i);
     hr::save_checkpoint(path, model, configs[i]);
     hr::NoGrad no_grad;
@@ -102,6 +106,7 @@ TEST_CASE("examples/load_checkpoint.py loads our checkpoints into PyTorch and re
     expected += fmt::format(" {:.9g}", losses.back());
     // The same weights in double, saved as F64: checked to 1e-10, not 1e-5.
     const hr::LoadedModel<double> twin = hr::load_model<double>(path);
+    twin.model->eval();
     const fs::path path64 = dir / fmt::format("model{}_f64.safetensors", i);
     hr::save_checkpoint(path64, *twin.model, configs[i]);
     paths += fmt::format(" {}", path64.string());

@@ -116,7 +116,8 @@ std::vector<ListedFlag> flags_in_section(const std::string& help, const std::str
 // line naming both.
 void check_excluded(const std::string& args, const std::string& excluder, const ListedFlag& flag) {
   // A value every flag's own check accepts, so that the refusal is the exclusion.
-  static const std::map<std::string, std::string> values{{"--sweep", "lr=0.1,0.2"}, {"--shard", "1/2"}};
+  static const std::map<std::string, std::string> values{
+      {"--sweep", "lr=0.1,0.2"}, {"--shard", "1/2"}, {"--dropout", "0.1"}};
   const auto it = values.find(flag.name);
   const std::string value = !flag.takes_value ? "" : it != values.end() ? " " + it->second : " 1";
   const CliResult r = check_refused(args + " " + flag.name + value, " excludes ");

@@ -181,7 +181,8 @@ static hr::ModelConfig every_field_set() {
   return {.vocab = 11, .d_model = 24, .n_layers = 3, .n_heads = 6, .n_kv_heads = 3, .d_k = 5, .d_v = 7,
           .head_combine = hr::HeadCombine::sum, .d_ff = 40, .max_len = 9, .norm = hr::NormPlacement::post,
           .activation = hr::Activation::relu, .pos = hr::PositionEncoding::sinusoidal, .causal = false,
-          .attn_scale = 0.3, .ln_eps = 1e-6, .bias = false, .tie_embeddings = true, .init_std = 0.125};
+          .attn_scale = 0.3, .ln_eps = 1e-6, .bias = false, .tie_embeddings = true, .init_std = 0.125,
+          .dropout = 0.2};
 }
 static hr::ModelConfig attn_only_set() {
   hr::ModelConfig c = every_field_set();
@@ -207,7 +208,7 @@ TEST_CASE("model config field table: every field round-trips through JSON under 
                    modern_set().*f.member != defaults.*f.member),
                   "every config leaves it at its default");
   });
-  CHECK(fields == 26);
+  CHECK(fields == 27);
   for (const hr::ModelConfig& config : {every_field_set(), attn_only_set(), modern_set()}) {
     const hr::ModelConfig set = config.resolved();
     const nlohmann::json json = hr::to_json(set);
@@ -230,7 +231,7 @@ TEST_CASE("model config field table: the unknown-key message lists every key, in
   CHECK(keys ==
         "vocab, d_model, n_layers, n_heads, n_kv_heads, d_k, d_v, head_combine, d_ff, max_len, norm, activation, pos, "
         "causal, attn_scale, ln_eps, bias, tie_embeddings, attn_only, rope_base, norm_type, ffn, qk_norm, key_smear, "
-        "pos_qk_only, init_std");
+        "pos_qk_only, init_std, dropout");
   CHECK_THROWS_WITH_AS(hr::model_config_from_json(R"({"vocab": 5, "heads": 4})", "cfg.json"),
                        ("cfg.json: unknown model config key 'heads' (keys: " + keys + ")").c_str(),
                        std::invalid_argument);

@@ -99,6 +99,18 @@ TEST_CASE("headroom params --config reads a run's config.json, and flags overrid
   const CliResult refused = run_headroom("params --attn-only --config " + wide.string());
   CHECK(refused.status == 2);
   CHECK(refused.output.find("d_ff 48 with attn_only") != std::string::npos);
+
+  // A dropout run's config.json counts as the same model: the file's dropout passes
+  // (it says how the run trained), --dropout 0 too.
+  const fs::path dropped = tmp.path() / "dropped.json";
+  std::ofstream(dropped) << R"({"model": {"d_model": 16, "dropout": 0.1}})";
+  for (const std::string extra : {"", "--dropout 0 "}) {
+    const CliResult counted = run_headroom("params --json " + extra + "--config " + dropped.string());
+    INFO(counted.output);
+    REQUIRE(counted.status == 0);
+    CHECK(nlohmann::json::parse(counted.output)["total"] ==
+          nlohmann::json::parse(run_headroom("params --json --d-model 16").output)["total"]);
+  }
 }
 
 TEST_CASE("headroom params: FLOPs grow with --context, and --help explains") {
@@ -137,6 +149,11 @@ TEST_CASE("headroom params and train: mistakes get one line and exit status 2") 
       {"params --d-model 4096 --layers 200000", "n_layers 200000 is more than the 100000 layers it lists"},
       {"params --d-model 4294967296 --vocab 4294967296", "overflows 64 bits"},
       {"train --attn-only --d-ff 64 --no-save", "d_ff 64 with attn_only"},
+      // params counts weights and FLOPs, which dropout does not change (docs/design.md #11).
+      {"params --dropout 0.1",
+       "--dropout 0.1: params counts a model's weights and its forward's FLOPs, which dropout does not change"},
+      {"params --dropout 1", "--dropout: must be a number in [0, 1), got 1"},
+      {"train --dropout 1 --no-save", "--dropout: must be a number in [0, 1), got 1"},
   };
   for (const Bad& bad : cases) {
     check_refused(bad.args, bad.says);

@@ -4,8 +4,11 @@
 // gradient norm and gradients up to float rounding, and the same bits again on the
 // same thread count; shards that count no target are left out and the others
 // weighed by their targets; an anomaly or a bad target in a shard ends the step as
-// it does on one thread, and the next step trains.
+// it does on one thread, and the next step trains. With dropout, each shard draws its
+// masks from its own stream of the step's dropout seed.
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include "autograd/parallel.hpp"
+#include "nn/dropout.hpp"
 #include "train/optim_setup.hpp"
 #include "train/step.hpp"
 #include "train/trainer.hpp"
@@ -165,6 +169,55 @@ TEST_CASE("an anomaly or a bad target in a shard ends the step as on one thread,
     CHECK_THROWS_WITH_AS(one_step(c, bad, threads), doctest::Contains("is out of range for 8 classes"),
                          std::invalid_argument);
     CHECK(one_step(c, batch, threads).step.updated);
+  }
+  CHECK(hr::tape_size<float>() == 0);
+}
+
+TEST_CASE("with dropout, shard s draws from stream s of the step's seed, and a sharded step repeats bit for bit") {
+  hr::TrainConfig c = small_copy();
+  c.model.dropout = 0.3;
+  auto data = hr::make_dataset(c);
+  c = hr::finalize(c, *data);
+  hr::Rng rng(7);
+  const hr::Batch batch = data->sample(c.optim.batch, hr::Split::train, rng);
+  const auto step = [&](int threads, std::optional<std::uint64_t> seed) {
+    const Threads t(threads);
+    hr::Rng init(11);
+    hr::TransformerLM<float> model(c.model, init);
+    const auto optimizer = hr::make_optimizer(c.optim, model.named_parameters());
+    return hr::train_step(model, *optimizer, batch, {.lr = 0.0, .clip = 0, .dropout_seed = seed});
+  };
+  CHECK_THROWS_WITH_AS(step(1, std::nullopt),
+                       "train_step: the model has dropout 0.3, so StepOptions::dropout_seed must say where its masks "
+                       "come from",
+                       std::invalid_argument);
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    const hr::StepResult a = step(threads, 40);
+    REQUIRE(a.updated);
+    const hr::StepResult again = step(threads, 40);
+    CHECK(again.loss == a.loss);
+    CHECK(again.grad_norm == a.grad_norm);
+    CHECK(step(threads, 41).loss != a.loss);
+    // The step's loss is its shards' losses weighed by their targets, each shard's
+    // forward under DropoutSeed(stream_seed(40, s)): the rows [s B / n, (s + 1) B / n).
+    hr::Rng init(11);
+    hr::TransformerLM<float> model(c.model, init);
+    const hr::NoGrad no_grad;
+    const std::size_t B = c.optim.batch, T = batch.target_mask.shape()[1], n = static_cast<std::size_t>(threads);
+    double weighed = 0, counted = 0;
+    for (std::size_t s = 0; s < n; ++s) {
+      const std::size_t begin = s * B / n, end = (s + 1) * B / n;
+      hr::IndexArray rows = hr::IndexArray::from_shape({end - begin, T + 1});
+      hr::Mask mask = hr::Mask::from_shape({end - begin, T});
+      std::copy(batch.tokens.data() + begin * (T + 1), batch.tokens.data() + end * (T + 1), rows.data());
+      std::copy(batch.target_mask.data() + begin * T, batch.target_mask.data() + end * T, mask.data());
+      const double targets = static_cast<double>(std::count(mask.begin(), mask.end(), true));
+      const hr::DropoutSeed masks(hr::stream_seed(40, s));
+      weighed += targets * model.loss(rows, &mask).item();
+      counted += targets;
+    }
+    CHECK(a.loss == doctest::Approx(weighed / counted).epsilon(1e-6));
   }
   CHECK(hr::tape_size<float>() == 0);
 }

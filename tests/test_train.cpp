@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "nn/checkpoint.hpp"
 #include "nn/config_fields.hpp"
 #include "train/config_fields.hpp"
 #include "train/optim_setup.hpp"
@@ -98,36 +99,45 @@ TEST_CASE("train_step sets the learning rate it is given and keeps the optimizer
 // comes out the same, bit for bit. A schedule that never reaches the optimizer, or a
 // seed that does not reach the weights or the batches, breaks it.
 TEST_CASE("the trainer's steps are train_step at the schedule's rates, from the seed's streams") {
-  hr::TrainConfig c = tiny_copy();
-  c.optim.steps = 24;
-  c.optim.warmup = 8;
-  c.optim.eval_every = 1;  // so that each report's train_loss is its own step's
-  c.optim.eval_batches = 1;
-  c.optim.seed = 5;
-  auto data = hr::make_dataset(c);
-  c = hr::finalize(c, *data);
-  std::vector<double> losses, rates;
-  hr::train(c, *data, "", [&](const hr::Progress& p) {
-    losses.push_back(p.train_loss);
-    rates.push_back(p.lr);
-  });
-  REQUIRE(losses.size() == c.optim.steps);
+  // With dropout, step k's masks come from dropout_step_seed(seed, k) and nothing else.
+  for (const double dropout : {0.0, 0.2}) {
+    CAPTURE(dropout);
+    hr::TrainConfig c = tiny_copy();
+    c.model.dropout = dropout;
+    c.optim.steps = 24;
+    c.optim.warmup = 8;
+    c.optim.eval_every = 1;  // so that each report's train_loss is its own step's
+    c.optim.eval_batches = 1;
+    c.optim.seed = 5;
+    auto data = hr::make_dataset(c);
+    c = hr::finalize(c, *data);
+    std::vector<double> losses, rates;
+    hr::train(c, *data, "", [&](const hr::Progress& p) {
+      losses.push_back(p.train_loss);
+      rates.push_back(p.lr);
+    });
+    REQUIRE(losses.size() == c.optim.steps);
 
-  hr::Rng init(hr::stream_seed(c.optim.seed, hr::kInitStream));
-  hr::Rng batches(hr::stream_seed(c.optim.seed, hr::kTrainStream));
-  hr::TransformerLM<float> model(c.model, init);
-  const auto optimizer = hr::make_optimizer(c.optim, model.named_parameters());
-  const hr::LrSchedule schedule = hr::make_schedule(c.optim);
-  for (std::size_t step = 1; step <= c.optim.steps; ++step) {
-    const hr::Batch batch = data->sample(c.optim.batch, hr::Split::train, batches);
-    const hr::StepResult r = hr::train_step(model, *optimizer, batch, {.lr = schedule.lr_at(step), .clip = c.optim.clip});
-    CAPTURE(step);
-    CHECK(rates[step - 1] == schedule.lr_at(step));
-    CHECK(losses[step - 1] == r.loss);
+    hr::Rng init(hr::stream_seed(c.optim.seed, hr::kInitStream));
+    hr::Rng batches(hr::stream_seed(c.optim.seed, hr::kTrainStream));
+    hr::TransformerLM<float> model(c.model, init);
+    const auto optimizer = hr::make_optimizer(c.optim, model.named_parameters());
+    const hr::LrSchedule schedule = hr::make_schedule(c.optim);
+    for (std::size_t step = 1; step <= c.optim.steps; ++step) {
+      const hr::Batch batch = data->sample(c.optim.batch, hr::Split::train, batches);
+      const hr::StepResult r =
+          hr::train_step(model, *optimizer, batch,
+                         {.lr = schedule.lr_at(step),
+                          .clip = c.optim.clip,
+                          .dropout_seed = hr::dropout_step_seed(c.optim.seed, step)});
+      CAPTURE(step);
+      CHECK(rates[step - 1] == schedule.lr_at(step));
+      CHECK(losses[step - 1] == r.loss);
+    }
+    // The warm-up and the decay make the rates differ, so a constant rate could not pass.
+    CHECK(rates.front() < rates[7]);
+    CHECK(rates.back() < rates[7]);
   }
-  // The warm-up and the decay make the rates differ, so a constant rate could not pass.
-  CHECK(rates.front() < rates[7]);
-  CHECK(rates.back() < rates[7]);
 }
 
 TEST_CASE("a good step ends a run of bad steps, and the bad ones are counted and add no loss") {
@@ -191,6 +201,49 @@ TEST_CASE("--beta1 and --beta2 reach Adam: recorded in config.json, read back, a
   // The same betas through the file give the same run, bit for bit.
   run("again", "--config " + (tmp.path() / "set" / "config.json").string());
   CHECK(curve("again") == curve("set"));
+}
+
+TEST_CASE("--dropout reaches the model: recorded in config.json and the checkpoint, read back, and a different curve") {
+  const TempDir tmp("train_dropout");
+  const std::string tiny = " -q --task copy --d-model 8 --heads 1 --layers 1 --steps 6 --batch 4 --seq-len 6 "
+                           "--eval-every 3 --eval-batches 1 ";
+  const auto run = [&](const std::string& name, const std::string& flags) {
+    const CliResult r = run_headroom("train" + tiny + flags + " --out " + (tmp.path() / name).string());
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(read_file(tmp.path() / name / "config.json"));
+  };
+  const auto curve = [&](const std::string& name) { return metrics_without_timing(tmp.path() / name / "metrics.csv"); };
+  CHECK(run("default", "")["model"]["dropout"] == 0.0);
+  CHECK(run("set", "--dropout 0.1")["model"]["dropout"] == 0.1);
+  CHECK(hr::load_model<float>(tmp.path() / "set" / "model.safetensors").config.dropout == 0.1);
+  CHECK(curve("set") != curve("default"));
+  // The validations are dropout-free: the final model's val loss, evaluated alone in
+  // eval mode, is the last row's.
+  const std::vector<std::string> rows = lines_of(read_file(tmp.path() / "set" / "metrics.csv"));
+  const CliResult evaluated = run_headroom("eval --model " + (tmp.path() / "set").string() + " --json");
+  INFO(evaluated.output);
+  REQUIRE(evaluated.status == 0);
+  CHECK(fmt::format("{:.6f}", nlohmann::json::parse(evaluated.output)["loss"].get<double>()) ==
+        fields(rows.back())[2]);
+  // The same dropout through the file gives the same run, bit for bit.
+  run("again", "--config " + (tmp.path() / "set" / "config.json").string());
+  CHECK(curve("again") == curve("set"));
+  // Dropout holds no weights, so a run may start from a model trained with another.
+  CHECK(run("up", "--dropout 0.3 --init-from " + (tmp.path() / "default").string())["model"]["dropout"] == 0.3);
+
+  // Outside [0, 1): one line naming the flag and the value, exit status 2, nothing written.
+  check_refused("train" + tiny + "--dropout 1 --out " + (tmp.path() / "bad").string(),
+                "--dropout: must be a number in [0, 1), got 1");
+  check_refused("train" + tiny + "--dropout -0.5 --out " + (tmp.path() / "bad").string(),
+                "--dropout: must be a number in [0, 1), got -0.5");
+  {
+    std::ofstream(tmp.path() / "bad.json") << R"({"model": {"dropout": 1.5}})";
+  }
+  check_refused("train" + tiny + "--config " + (tmp.path() / "bad.json").string() + " --out " +
+                    (tmp.path() / "bad").string(),
+                "dropout must be in [0, 1), got 1.5");
+  CHECK_FALSE(fs::exists(tmp.path() / "bad"));
 }
 
 TEST_CASE("--config reads a written config.json and flags override it") {
@@ -507,9 +560,16 @@ TEST_CASE("a run stopped at step k and resumed is bit-identical to the uninterru
   hr::TrainConfig c = tiny_resumable();
   auto data = hr::make_dataset(c);
   c = hr::finalize(c, *data);
-  for (const char* optimizer : {"adamw", "sgd"}) {
+  // With dropout, the masks of the steps after a resume are those the uninterrupted
+  // run drew: each step's come from its own seed, not from a generator's state.
+  const std::pair<const char*, double> runs[] = {{"adamw", 0.0}, {"sgd", 0.0}, {"adamw", 0.1}};
+  for (const auto& run : runs) {
+    const char* optimizer = run.first;
+    const double dropout = run.second;
     CAPTURE(optimizer);
+    CAPTURE(dropout);
     c.optim.optimizer = hr::parse_optimizer(optimizer);
+    c.model.dropout = dropout;
     fs::remove_all(whole);
     fs::remove_all(parts);
     hr::TrainOptions once;

@@ -97,7 +97,8 @@ void check_init_source(const TrainConfig& c, const InitSource& source) {
                           c.optim.init_from_hash, source.hash));
   }
   check_init_data(c, source);
-  // The model: DIR's but for n_kv_heads.
+  // The model: DIR's but for n_kv_heads and dropout, which holds no weights: a run may
+  // start dropping, or stop, from any trained model.
   const ModelConfig& from = source.run.config();
   try {
     (void)pooled_kv_config(from, c.model.n_kv_heads);
@@ -106,10 +107,12 @@ void check_init_source(const TrainConfig& c, const InitSource& source) {
   }
   ModelConfig expected = from;
   expected.n_kv_heads = c.model.n_kv_heads;
+  expected.dropout = c.model.dropout;
   const nlohmann::json run_model = to_json(c.model.resolved()), init_model = to_json(expected.resolved());
   for (const auto& [key, value] : init_model.items()) {
     if (run_model.at(key) != value) {
-      refuse(c, fmt::format("{}'s model has {} {} but this run's has {}; only n_kv_heads may differ (it mean-pools)",
+      refuse(c, fmt::format("{}'s model has {} {} but this run's has {}; only n_kv_heads (it mean-pools) and dropout may "
+                            "differ",
                             file, key, value.dump(), run_model.at(key).dump()));
     }
   }

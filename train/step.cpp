@@ -9,8 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "autograd/parallel.hpp"
 #include "autograd/profile.hpp"
+#include "nn/dropout.hpp"
 #include "optim/clip.hpp"
 
 namespace headroom {
@@ -94,6 +97,8 @@ bool sharded_loss_and_backward(TransformerLM<float>& model, const IndexArray& to
       const auto forward_backward = [&] {
         std::optional<DetectAnomaly> anomaly;
         if (options.detect_anomaly) anomaly.emplace();
+        std::optional<DropoutSeed> masks;
+        if (options.dropout_seed) masks.emplace(stream_seed(*options.dropout_seed, s));
         const IndexArray shard_tokens = rows(tokens, shard.begin, shard.end);
         std::optional<Mask> shard_mask;
         if (target_mask) shard_mask = rows(*target_mask, shard.begin, shard.end);
@@ -156,6 +161,11 @@ bool sharded_loss_and_backward(TransformerLM<float>& model, const IndexArray& to
 
 StepResult step(TransformerLM<float>& model, Optimizer<float>& optimizer, const IndexArray& tokens,
                 const Mask* target_mask, const StepOptions& options) {
+  if (model.is_training() && model.config().dropout > 0 && !options.dropout_seed) {
+    throw std::invalid_argument(fmt::format(
+        "train_step: the model has dropout {}, so StepOptions::dropout_seed must say where its masks come from",
+        model.config().dropout));
+  }
   StepResult r{.loss = NAN, .grad_norm = NAN};
   part("(zero_grad)", [&] { optimizer.zero_grad(); });
   const auto clip = [&] {
@@ -170,6 +180,8 @@ StepResult step(TransformerLM<float>& model, Optimizer<float>& optimizer, const 
     try {
       std::optional<DetectAnomaly> anomaly;
       if (options.detect_anomaly) anomaly.emplace();
+      std::optional<DropoutSeed> masks;  // as shard 0 of a sharded step
+      if (options.dropout_seed) masks.emplace(stream_seed(*options.dropout_seed, 0));
       Tensor<float> loss = model.loss(tokens, target_mask);
       r.loss = loss.item();
       if (std::isfinite(r.loss)) {

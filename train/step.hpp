@@ -11,6 +11,7 @@
 // thread's up to float rounding.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -37,6 +38,12 @@ struct StepOptions {
   std::optional<double> lr{};   // set on the optimizer before the update; none keeps its rate
   double clip = 1.0;            // clip the global gradient norm to this; 0 measures it only
   bool detect_anomaly = false;  // check every op for NaN/Inf; the first one is named in anomaly
+  // The seed of this step's dropout masks (nn/dropout.hpp): shard s of the batch runs
+  // under DropoutSeed(stream_seed(dropout_seed, s)) on its own thread (one thread is
+  // shard 0), so the masks follow the seed and the thread count, as the loss does.
+  // Required when the model drops (config dropout > 0, in training mode); give each
+  // step its own, or every step draws the same masks.
+  std::optional<std::uint64_t> dropout_seed{};
 };
 
 struct StepResult {
@@ -48,7 +55,7 @@ struct StepResult {
 
 // zero_grad, the loss on batch.tokens (B, T+1) counting batch.target_mask (B, T),
 // backward, clipping, the learning rate, and the update unless a value was not
-// finite. With an OpProfile active on this thread (autograd/profile.hpp), the parts
+// finite. A model that drops without options.dropout_seed is a std::invalid_argument. With an OpProfile active on this thread (autograd/profile.hpp), the parts
 // outside the tape are timed as sections.
 StepResult train_step(TransformerLM<float>& model, Optimizer<float>& optimizer, const Batch& batch,
                       const StepOptions& options = {});

@@ -117,8 +117,11 @@ class Loop {
       ++step;
       const Batch batch = data_.sample(o_.batch, Split::train, data_rng_);
       const double lr = schedule_.lr_at(step);
-      const StepResult r =
-          train_step(model_, *optimizer_, batch, {.lr = lr, .clip = o_.clip, .detect_anomaly = o_.detect_anomaly});
+      const StepResult r = train_step(model_, *optimizer_, batch,
+                                      {.lr = lr,
+                                       .clip = o_.clip,
+                                       .detect_anomaly = o_.detect_anomaly,
+                                       .dropout_seed = dropout_step_seed(o_.seed, step)});
       count(step, r);
       const Progress p = report(step, lr, r);
       if (options_.on_progress) options_.on_progress(p);

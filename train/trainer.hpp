@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/random.hpp"
 #include "data/dataset.hpp"
 #include "train/config.hpp"
 #include "train/convergence.hpp"
@@ -20,10 +21,17 @@
 
 namespace headroom {
 
-// A run's independent random streams of its one seed: the initial weights and the
-// training batches (the validation batches are validation_seed's stream 2).
+// A run's independent random streams of its one seed: the initial weights, the
+// training batches and the dropout masks (the validation batches are validation_seed's
+// stream 2). Step k's masks come from dropout_step_seed: a function of the seed and
+// the step, not of how much earlier steps drew, so a resumed run needs no generator
+// state to draw what the uninterrupted run drew.
 inline constexpr std::uint64_t kInitStream = 0;
 inline constexpr std::uint64_t kTrainStream = 1;
+inline constexpr std::uint64_t kDropoutStream = 3;
+constexpr std::uint64_t dropout_step_seed(std::uint64_t seed, std::size_t step) {
+  return stream_seed(stream_seed(seed, kDropoutStream), step);
+}
 
 struct Progress {
   std::size_t step = 0;
