@@ -151,6 +151,34 @@ TEST_CASE("the estimate's activations grow with RoPE, QK-norm and the key smear,
   CHECK(hr::estimate_training_memory(swiglu).activations < plain);
 }
 
+TEST_CASE("dropout adds its sites and the composed attention to a step's estimate, and nothing to an evaluation's") {
+  hr::TrainConfig c;
+  c.model.d_model = 48;
+  c.model.n_heads = 4;
+  c.data.vocab = 10;
+  const double B = static_cast<double>(c.optim.batch), T = static_cast<double>(c.data.seq_len);
+  const double C = 48, H = 4, dk = 12, L = static_cast<double>(c.model.n_layers);
+  for (const bool attn_only : {false, true}) {
+    CAPTURE(attn_only);
+    c.model.attn_only = attn_only;
+    hr::TrainConfig d = c;
+    d.model.dropout = 0.1;
+    // train/resources.hpp: per layer the residual branches' outputs and masks, the
+    // copies of the heads and six B H T T; then the input's and two B H T T once.
+    const double branches = attn_only ? 1 : 2;
+    const double layer = B * T * (2 * branches * C + 3 * H * dk + 4 * H * dk + 3 * H * dk + 3 * H * dk) +
+                         6 * B * H * T * T;
+    const double floats = L * layer + 2 * B * T * C + 2 * B * H * T * T;
+    CHECK(hr::estimate_training_memory(d).activations - hr::estimate_training_memory(c).activations ==
+          doctest::Approx(4 * floats));
+    hr::ModelConfig m = d.model;
+    m.vocab = 10;
+    hr::ModelConfig plain = m;
+    plain.dropout = 0;
+    CHECK(hr::estimate_eval_memory(m, 8, 16).activations == hr::estimate_eval_memory(plain, 8, 16).activations);
+  }
+}
+
 TEST_CASE("a training step's estimate: gradients, Adam state 2 and SGD momentum 1 per parameter") {
   hr::TrainConfig c;
   c.model.d_model = 32;

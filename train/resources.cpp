@@ -45,6 +45,7 @@ struct Sizes {
   double norm_params;  // per norm and channel: 2 for LayerNorm (weight, bias), 1 for RMSNorm
   double ffn_in;       // matrices from d_model to d_ff: 1 for the MLP's fc1, 2 for SwiGLU's gate and up
   bool concat, learned, tied, normed, rope, qk_norm, key_smear, pos_qk_only;
+  bool drops;  // dropout > 0
 };
 
 Sizes sizes_of(const ModelConfig& m, std::size_t seq_len) {
@@ -71,6 +72,7 @@ Sizes sizes_of(const ModelConfig& m, std::size_t seq_len) {
   s.qk_norm = m.qk_norm;
   s.key_smear = m.key_smear;
   s.pos_qk_only = m.pos_qk_only;
+  s.drops = m.dropout > 0;
   return s;
 }
 
@@ -99,6 +101,24 @@ double layer_activations(const Sizes& s, double B, double T) {
          B * s.H * T * T;  // the fused attention op keeps only the weights
 }
 double outer_activations(const Sizes& s, double B, double T) { return B * T * (3 * s.C + 3 * s.V); }
+
+// What dropout adds to a training step's tape (nothing in eval mode, so nothing to an
+// evaluation's estimate). Each site keeps its output and its mask: 2 B T C at the
+// input and at each residual branch (two a layer, one with attn_only). Dropout on the
+// attention weights runs the composed attention instead of the fused op. Its scores,
+// scaled scores, masked scores, softmax, dropped weights and mask are each B H T T
+// where the fused op kept one such tensor: we count 6 more a layer (the masks around
+// them make up the difference of one), and 2 more once, the gradients of two of them
+// that its backward holds at the same time. It also copies q, k and v into heads and
+// the heads back, and the tape keeps each reshape, permute and transpose: per token
+// 3 H d_k + 4 G d_k + 3 G d_v, and 3 H d_v beyond the fused op's one output.
+double dropout_activations(const Sizes& s, double B, double T) {
+  if (!s.drops) return 0;
+  const double BT = B * T, BHTT = B * s.H * T * T;
+  const double branches = s.dff == 0 ? 1 : 2;
+  const double copies = 3 * s.H * s.dk + 4 * s.G * s.dk + 3 * s.G * s.dv + 3 * s.H * s.dv;
+  return s.L * (BT * (2 * branches * s.C + copies) + 6 * BHTT) + 2 * BT * s.C + 2 * BHTT;
+}
 
 ModelConfig with_vocab(const TrainConfig& c, std::size_t text_vocab) {
   ModelConfig m = c.model;
@@ -180,7 +200,8 @@ MemoryEstimate estimate_training_memory(const TrainConfig& c, std::size_t text_v
   }
   // The values once, not their gradients as well: counting both gave twice the
   // measured peak RSS, the values alone match it (the table in docs/cli/train.md, Limits).
-  e.activations = kFloat * (s.L * layer_activations(s, B, T) + outer_activations(s, B, T));
+  e.activations =
+      kFloat * (s.L * layer_activations(s, B, T) + outer_activations(s, B, T) + dropout_activations(s, B, T));
   // A batch of (B, T+1) ids and its mask, for train and validation; a toy task draws
   // distinct tokens from a pool of its whole vocabulary.
   e.data = 2 * B * (T + 1) * (kIndex + 1) + (!reads_text(c.data) ? kIndex * s.V : kTextResident * text_bytes(c));

@@ -41,7 +41,13 @@ struct MemoryEstimate {
 //   + B T (3 C) + 3 B T V
 // (per layer: the two norms, q/k/v, the heads and their merge, out_proj, residuals,
 // fc1, its activation and fc2; the attention weights, which the fused op keeps; then the
-// embeddings, ln_f, the logits and the cross-entropy's softmax).
+// embeddings, ln_f, the logits and the cross-entropy's softmax). With model.dropout
+// > 0, plus
+//   L [B T (2 b C + 3 H d_k + 4 G d_k + 3 G d_v + 3 H d_v) + 6 B H T T]
+//   + 2 B T C + 2 B H T T
+// with b the residual branches per layer (2, 1 with attn_only): each site's output and
+// mask, and the composed attention that dropout on the weights runs instead of the
+// fused op, with its copies of the heads.
 MemoryEstimate estimate_training_memory(const TrainConfig& config, std::size_t text_vocab = 0);
 // A forward pass without a tape over `batch` rows of seq_len tokens of a model with
 // this (resolved) config: the parameters and one layer's activations at a time.
