@@ -313,7 +313,8 @@ Run add_eval_command(CLI::App& app) {
       ->type_name("ROW");
   cmd->add_option("--batches", f->batches,
                   "Validation batches (default: the run's eval_batches from its config.json, else 8); with --text, "
-                  "the most batches of windows to read (default: the whole file)")
+                  "the most batches of windows to read (default: the whole file); for a classifier, batches of items spread over "
+                  "its val split (default: every item)")
       ->check(kCount);
   cmd->add_option("--batch", f->batch, "Rows per batch (default: the run's batch, else 32)")->check(kCount);
   cmd->add_option("--seed", f->seed,
