@@ -389,6 +389,10 @@ void check_flags_read(const TrainFlags& f, const std::vector<TrainConfig>& runs)
        [](const OptimConfig& o) { return fmt::format("{}", o.beta1); }, "--optimizer sgd has no Adam moments"},
       {"train.beta2", "--beta2", [](const OptimConfig& o) { return o.optimizer != OptimizerKind::sgd; },
        [](const OptimConfig& o) { return fmt::format("{}", o.beta2); }, "--optimizer sgd has no Adam moments"},
+      {"train.decay_embeddings", "--decay-embeddings",
+       [](const OptimConfig& o) { return o.optimizer == OptimizerKind::adamw; },
+       [](const OptimConfig& o) { return std::string(o.decay_embeddings ? "" : "0"); },
+       "only --optimizer adamw leaves the embeddings out of its decay"},
       {"train.min_lr", "--min-lr", [](const OptimConfig& o) { return o.schedule == LrScheduleKind::warmup_cosine; },
        [](const OptimConfig& o) { return fmt::format("{}", o.min_lr); }, "only --schedule cosine decays to a floor"},
       {"train.warmup", "--warmup", [](const OptimConfig& o) { return o.schedule != LrScheduleKind::constant; },
@@ -401,8 +405,9 @@ void check_flags_read(const TrainFlags& f, const std::vector<TrainConfig>& runs)
       f.given.at(c.key)(probe);
       // 0 turns the thing off, which is what these runs do anyway (--warmup 0 --schedule constant).
       if (c.value(probe.optim) == "0") continue;
-      throw std::invalid_argument(
-          fmt::format("{} {}: {}, so it would be ignored; leave it out", c.flag, c.value(probe.optim), c.when));
+      const std::string value = c.value(probe.optim);  // empty for a switch
+      throw std::invalid_argument(fmt::format("{}{}{}: {}, so it would be ignored; leave it out", c.flag,
+                                              value.empty() ? "" : " ", value, c.when));
     }
   }
 }

@@ -71,13 +71,15 @@ SplitText two_files(const std::filesystem::path& file, const std::filesystem::pa
   return {read_text(file, options), read_text(val_file, options)};
 }
 
+}  // namespace
+
 // A line per item, each ended by '\n', so that the model learns where a verse ends.
-SplitText corpus_text(const Corpus& corpus) {
+std::pair<std::u32string, std::u32string> corpus_text_splits(const Corpus& corpus) {
   if (corpus.kind != CorpusKind::text) {
     throw DataError(fmt::format("CharDataset: corpus {} is labelled, for a classifier, not text for a language model",
                                 corpus.name));
   }
-  SplitText out;
+  std::pair<std::u32string, std::u32string> out;
   for (const CorpusItem& item : corpus.items) {
     std::u32string& split = item_split(item.text) == Split::train ? out.first : out.second;
     split += item.text;
@@ -85,8 +87,6 @@ SplitText corpus_text(const Corpus& corpus) {
   }
   return out;
 }
-
-}  // namespace
 
 CharDataset::CharDataset(const std::filesystem::path& file, CharDatasetOptions options)
     : CharDataset(file.string(), fmt::format("CharDataset: '{}'", file.string()), options.seq_len,
@@ -99,7 +99,8 @@ CharDataset::CharDataset(const std::filesystem::path& file, const std::filesyste
 
 CharDataset CharDataset::of_corpus(const Corpus& corpus, std::size_t seq_len) {
   if (seq_len == 0) throw DataError("CharDataset: seq_len must be positive, got 0");
-  return CharDataset(corpus.name, fmt::format("CharDataset: corpus {}", corpus.name), seq_len, corpus_text(corpus), "");
+  return CharDataset(corpus.name, fmt::format("CharDataset: corpus {}", corpus.name), seq_len,
+                     corpus_text_splits(corpus), "");
 }
 
 CharDataset::CharDataset(std::string name, const std::string& what, std::size_t seq_len, const SplitText& texts,

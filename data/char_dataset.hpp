@@ -30,6 +30,12 @@ struct CharDatasetOptions {
   std::uintmax_t max_bytes = kMaxTextBytes;  // a larger file is refused before it is read
 };
 
+// The (train, val) text of a text corpus: its items in reading order, each split by
+// item_split and ended by a line end, exactly what CharDataset::of_corpus trains and
+// validates on (`headroom corpora --write-splits` writes them as files for another
+// program to read). Throws DataError for a labelled corpus.
+std::pair<std::u32string, std::u32string> corpus_text_splits(const Corpus& corpus);
+
 class CharDataset : public Dataset {
  public:
   // Reads and encodes the whole file. Throws DataError naming the file for a path that

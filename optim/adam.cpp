@@ -19,7 +19,7 @@ template <typename T>
 AdamFamily<T>::AdamFamily(const char* name, NamedParameters<T> params, const AdamOptions& options,
                           bool decoupled_decay)
     : Optimizer<T>(name, std::move(params), options.lr, options.weight_decay,
-                   options.exclude_from_decay),
+                   options.exclude_from_decay, options.decay_embeddings),
       beta1_(options.beta1),
       beta2_(options.beta2),
       eps_(options.eps),
@@ -127,7 +127,8 @@ AdamW<T>::AdamW(NamedParameters<T> params, const AdamWOptions& options)
                      .beta2 = options.beta2,
                      .eps = options.eps,
                      .weight_decay = options.weight_decay,
-                     .exclude_from_decay = options.exclude_from_decay},
+                     .exclude_from_decay = options.exclude_from_decay,
+                     .decay_embeddings = options.decay_embeddings},
                     /*decoupled_decay=*/true),
       options_(options) {}
 

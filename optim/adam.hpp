@@ -38,6 +38,7 @@ struct AdamOptions {
   double eps = 1e-8;          // > 0, added after the square root
   double weight_decay = 0;    // L2: added to the gradient as wd * p
   bool exclude_from_decay = false;  // see excluded_from_decay()
+  bool decay_embeddings = false;    // with exclude_from_decay: *emb.weight is decayed too
 };
 
 struct AdamWOptions {
@@ -49,6 +50,9 @@ struct AdamWOptions {
   // On by default: decoupled decay is meant for the weight matrices, and pulling
   // LayerNorm gains, biases and embeddings towards 0 is the usual mistake it invites.
   bool exclude_from_decay = true;
+  // With exclude_from_decay: the embeddings are decayed too, only tensors of fewer
+  // than 2 axes are not (nanoGPT's rule; excluded_from_decay()).
+  bool decay_embeddings = false;
 };
 
 // One parameter's state, shaped like the parameter.

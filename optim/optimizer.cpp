@@ -11,13 +11,13 @@
 
 namespace headroom {
 
-bool excluded_from_decay(const std::string& name, const Shape& shape) {
-  return shape.size() < 2 || name.ends_with("emb.weight");
+bool excluded_from_decay(const std::string& name, const Shape& shape, bool embeddings) {
+  return shape.size() < 2 || (embeddings && name.ends_with("emb.weight"));
 }
 
 template <typename T>
 Optimizer<T>::Optimizer(const char* name, NamedParameters<T> params, double lr,
-                        double weight_decay, bool exclude_from_decay)
+                        double weight_decay, bool exclude_from_decay, bool decay_embeddings)
     : name_(name), params_(std::move(params)) {
   detail::require_finite_non_negative(name_, "lr", lr);
   require_in_range(lr);
@@ -44,7 +44,7 @@ Optimizer<T>::Optimizer(const char* name, NamedParameters<T> params, double lr,
       throw std::invalid_argument(
           fmt::format("{}: parameter name '{}' appears twice", name_, pname));
     }
-    const bool excluded = exclude_from_decay && excluded_from_decay(pname, p.shape());
+    const bool excluded = exclude_from_decay && excluded_from_decay(pname, p.shape(), !decay_embeddings);
     decay_.push_back(excluded ? 0.0 : weight_decay);
   }
 }

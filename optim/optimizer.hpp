@@ -37,8 +37,10 @@ using NamedParameters = std::vector<std::pair<std::string, Tensor<T>>>;
 // "emb.weight" (token and position embeddings). Decaying a LayerNorm gain pulls it
 // towards 0 rather than its neutral 1, and decaying embedding rows shrinks the rows
 // of rare tokens that get almost no gradient; minGPT's configure_optimizers makes
-// the same split.
-bool excluded_from_decay(const std::string& name, const Shape& shape);
+// the same split. With embeddings = false only the rule on axes holds, and the
+// embeddings are decayed like every other tensor of 2 or more axes: nanoGPT's
+// configure_optimizers, whose token embedding is also its tied output head.
+bool excluded_from_decay(const std::string& name, const Shape& shape, bool embeddings = true);
 
 template <typename T>
 class Optimizer {
@@ -62,14 +64,15 @@ class Optimizer {
   std::string_view name() const { return name_; }  // "Adam", "AdamW", "SGD"
   const NamedParameters<T>& parameters() const { return params_; }
   // The weight decay this parameter receives: the option's value, or 0 when the
-  // decay exclusion is on and excluded_from_decay() holds for it.
+  // decay exclusion is on and excluded_from_decay() holds for it (with its
+  // embeddings = !decay_embeddings).
   double weight_decay_for(const std::string& name) const { return decay_[index_of(name)]; }
 
  protected:
   // Checks the parameters (at least one; defined leaves; unique names), lr and
   // weight_decay, and applies the decay exclusion when asked.
   Optimizer(const char* name, NamedParameters<T> params, double lr, double weight_decay,
-            bool exclude_from_decay);
+            bool exclude_from_decay, bool decay_embeddings = false);
 
   // Position of a parameter, or std::invalid_argument naming the optimizer and name.
   std::size_t index_of(const std::string& name) const;

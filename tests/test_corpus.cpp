@@ -323,4 +323,31 @@ TEST_CASE("CharDataset from a text and a held-out file, and from a text corpus s
   hr::Corpus labelled{.name = "l", .kind = hr::CorpusKind::labelled};
   CHECK(error_of([&] { (void)hr::CharDataset::of_corpus(labelled, 4); }) ==
         "CharDataset: corpus l is labelled, for a classifier, not text for a language model");
+  CHECK(error_of([&] { (void)hr::corpus_text_splits(labelled); }) ==
+        "CharDataset: corpus l is labelled, for a classifier, not text for a language model");
+}
+
+TEST_CASE("corpus_text_splits: a text corpus's items by split, a line each, as of_corpus reads them") {
+  hr::Corpus corpus{.name = "t", .kind = hr::CorpusKind::text};
+  // Enough items that both splits hold some (about one in ten is val).
+  for (int i = 0; i < 60; ++i) corpus.items.push_back({.label = "", .text = hr::decode_utf8("verse " + std::to_string(i), "t")});
+  const auto [train, val] = hr::corpus_text_splits(corpus);
+  std::u32string want_train, want_val;
+  for (const hr::CorpusItem& item : corpus.items) {
+    (hr::item_split(item.text) == Split::val ? want_val : want_train) += item.text + U"\n";
+  }
+  REQUIRE_FALSE(want_val.empty());
+  CHECK(train == want_train);
+  CHECK(val == want_val);
+  // The same text through files: the dataset `train --text F --val-text G` builds.
+  const TempDir dir("corpus-splits");
+  std::string train_bytes, val_bytes;
+  for (const char32_t c : train) hr::append_utf8(train_bytes, c);
+  for (const char32_t c : val) hr::append_utf8(val_bytes, c);
+  const hr::CharDataset files(write(dir, "train.txt", train_bytes), write(dir, "val.txt", val_bytes), {.seq_len = 4});
+  const hr::CharDataset direct = hr::CharDataset::of_corpus(corpus, 4);
+  CHECK(files.alphabet() == direct.alphabet());
+  CHECK(files.split_size(Split::train) == direct.split_size(Split::train));
+  CHECK(files.split_size(Split::val) == direct.split_size(Split::val));
+  CHECK(files.decode(files.encode(train_bytes)) == direct.decode(direct.encode(train_bytes)));
 }

@@ -368,6 +368,30 @@ TEST_CASE("excluded_from_decay: fewer than 2 axes, or a name ending in emb.weigh
   CHECK(sgd.weight_decay_for("w.bias") == 0);
 }
 
+TEST_CASE("decay_embeddings: AdamW decays every tensor of 2 or more axes, embeddings included (nanoGPT's rule)") {
+  CHECK_FALSE(hr::excluded_from_decay("tok_emb.weight", {100, 64}, /*embeddings=*/false));
+  CHECK_FALSE(hr::excluded_from_decay("pos_emb.weight", {32, 64}, false));
+  CHECK(hr::excluded_from_decay("w.bias", {3}, false));
+  CHECK(hr::excluded_from_decay("blocks.0.ln1.weight", {64}, false));
+
+  hr::NamedParameters<double> params = {{"w.weight", leaf(xt::xarray<double>{{1.0, 2.0}, {3.0, 4.0}})},
+                                        {"w.bias", leaf(xt::xarray<double>{1.0, 2.0})},
+                                        {"tok_emb.weight", leaf(xt::xarray<double>{{1.0, -2.0}, {3.0, 0.5}})}};
+  hr::AdamW<double> adamw(params, {.lr = 0.5, .weight_decay = 0.1, .decay_embeddings = true});
+  CHECK(adamw.weight_decay_for("w.weight") == 0.1);
+  CHECK(adamw.weight_decay_for("w.bias") == 0);
+  CHECK(adamw.weight_decay_for("tok_emb.weight") == 0.1);
+  // Without the exclusion the switch changes nothing: every parameter is decayed.
+  const hr::AdamW<double> all(params, {.weight_decay = 0.1, .exclude_from_decay = false, .decay_embeddings = true});
+  CHECK(all.weight_decay_for("w.bias") == 0.1);
+  // A zero gradient leaves only the decay: the embedding shrinks by 1 - lr wd, the bias not at all.
+  for (auto& [name, p] : params) set_grad(p, xt::xarray<double>(xt::zeros<double>(p.shape())));
+  adamw.step();
+  const xt::xarray<double> emb = params[2].second.value();
+  CHECK(emb(0, 1) == doctest::Approx(-2.0 * (1 - 0.5 * 0.1)).epsilon(1e-15));
+  CHECK(params[1].second.value()(1) == 2.0);
+}
+
 TEST_CASE("Optimizer: zero_grad, set_lr, step_count, and parameters without a gradient") {
   hr::NamedParameters<double> params = {{"a", leaf(xt::xarray<double>{1.0, 2.0})},
                                         {"b", leaf(xt::xarray<double>{3.0})}};

@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "data/char_dataset.hpp"
 #include "data/corpus.hpp"
 #include "data/labelled_dataset.hpp"
+#include "data/utf8.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -236,6 +238,34 @@ TEST_CASE("train --corpus kjv: a character-level model of the King James Bible, 
   CHECK(defaults.output.find("(vocab " + std::to_string(j["vocab"].get<int>()) + ", seq_len 128)") != std::string::npos);
   const CliResult config = run_headroom("train --corpus kjv --steps 2 --out " + (dir / "d").string() + " --quiet");
   CHECK(nlohmann::json::parse(read_file(dir / "d/config.json"))["train"]["eval_every"] == 250);
+}
+
+TEST_CASE("headroom corpora --write-splits writes the texts train --corpus reads, and refuses a classifier's") {
+  const TempDir dir("write_splits");
+  check_refused("corpora --write-splits " + (dir / "x").string(), "--write-splits needs --corpus NAME");
+  CHECK_FALSE(fs::exists(dir / "x"));
+  if (installed("fortunes-topic")) {
+    check_refused("corpora --corpus fortunes-topic --write-splits " + (dir / "y").string(), "is labelled");
+  }
+  if (!installed("kjv")) return;
+  const fs::path out = dir / "kjv" / "splits";  // missing parents are made
+  const CliResult r = run_headroom("corpora --corpus kjv --write-splits " + out.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto [train, val] = hr::corpus_text_splits(hr::load_corpus("kjv"));
+  CHECK(r.output.find(std::to_string(train.size()) + " characters, train") != std::string::npos);
+  const std::string train_bytes = read_file(out / "train.txt");
+  const std::string val_bytes = read_file(out / "val.txt");
+  CHECK(hr::decode_utf8(train_bytes, "train.txt") == train);
+  CHECK(hr::decode_utf8(val_bytes, "val.txt") == val);
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(out)) ++files;
+  CHECK(files == 2);  // no temporary left behind
+  // Again over the same files: replaced, the same bytes.
+  REQUIRE(run_headroom("corpora --corpus kjv --write-splits " + out.string()).status == 0);
+  CHECK(read_file(out / "val.txt") == val_bytes);
+  std::ofstream(dir / "file") << "x";
+  check_refused("corpora --corpus kjv --write-splits " + (dir / "file").string(), "not a directory");
 }
 
 TEST_CASE("headroom corpora lists every corpus with its state, and describes one by split and label") {

@@ -339,6 +339,9 @@ TEST_CASE("train and ablate refuse an optimizer or schedule flag that no run rea
   check_refused("train --warmup 10 --schedule constant", "--warmup 10: --schedule constant has no warm-up");
   check_refused("train --optimizer sgd --beta1 0.8", "--beta1 0.8: --optimizer sgd has no Adam moments");
   check_refused("train --optimizer sgd --beta2 0.99", "--beta2 0.99: --optimizer sgd has no Adam moments");
+  check_refused("train --optimizer adam --decay-embeddings",
+                "--decay-embeddings: only --optimizer adamw leaves the embeddings out of its decay, so it would be "
+                "ignored; leave it out");
   check_refused("train --beta2 1", "beta2 must be in [0, 1), got 1");
   check_refused("train --beta1 -0.1", "--beta1");
   const TempDir tmp("sample_flags_optim");

@@ -246,6 +246,25 @@ TEST_CASE("--dropout reaches the model: recorded in config.json and the checkpoi
   CHECK_FALSE(fs::exists(tmp.path() / "bad"));
 }
 
+TEST_CASE("--decay-embeddings reaches AdamW: recorded in config.json, read back, and a different curve") {
+  const TempDir tmp("train_decay_embeddings");
+  const std::string tiny = " -q --task copy --d-model 8 --heads 1 --layers 1 --steps 6 --batch 4 --seq-len 6 "
+                           "--eval-every 3 --eval-batches 1 --weight-decay 0.5 --tie-embeddings ";
+  const auto run = [&](const std::string& name, const std::string& flags) {
+    const CliResult r = run_headroom("train" + tiny + flags + " --out " + (tmp.path() / name).string());
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(read_file(tmp.path() / name / "config.json"));
+  };
+  CHECK(run("default", "")["train"]["decay_embeddings"] == false);
+  CHECK(run("set", "--decay-embeddings")["train"]["decay_embeddings"] == true);
+  const auto curve = [&](const std::string& name) { return metrics_without_timing(tmp.path() / name / "metrics.csv"); };
+  // The token embedding is also the head here, so decaying it changes the curve.
+  CHECK(curve("set") != curve("default"));
+  run("again", "--config " + (tmp.path() / "set" / "config.json").string());
+  CHECK(curve("again") == curve("set"));
+}
+
 TEST_CASE("--config reads a written config.json and flags override it") {
   const TempDir tmp("train_config");
   const fs::path& dir = tmp.path();
@@ -304,7 +323,7 @@ TEST_CASE("train config field tables: every data and train field round-trips thr
               .task_seed = 7};
   set.optim = {.optimizer = hr::OptimizerKind::sgd, .steps = 7, .batch = 3, .lr = 0.25,
                .schedule = hr::LrScheduleKind::inverse_sqrt, .warmup = 2, .min_lr = 1e-4, .clip = 0.5,
-               .weight_decay = 0.2, .momentum = 0.5, .beta1 = 0.8, .beta2 = 0.99, .seed = 9, .threads = 2, .eval_every = 4, .eval_batches = 5,
+               .weight_decay = 0.2, .decay_embeddings = true, .momentum = 0.5, .beta1 = 0.8, .beta2 = 0.99, .seed = 9, .threads = 2, .eval_every = 4, .eval_batches = 5,
                .patience = 3, .min_delta = 0.05, .save_every = 6, .keep_checkpoints = 3, .max_bad_steps = 4, .detect_anomaly = true, .track_heads = true,
                .init_from = "runs/mha", .init_from_hash = "fnv1a64:0123456789abcdef"};
   set.model.vocab = 20;
@@ -330,7 +349,7 @@ TEST_CASE("train config field tables: every data and train field round-trips thr
   });
   CHECK(json["data"].size() == data_fields);
   CHECK(json["train"].size() == optim_fields);
-  CHECK(optim_fields == 25);
+  CHECK(optim_fields == 26);
   CHECK(json["train"]["optimizer"] == "sgd");
   CHECK(json["train"]["schedule"] == "inverse_sqrt");
   CHECK(back.data == set.data);
@@ -345,7 +364,8 @@ TEST_CASE("train config field tables: the unknown-key messages list every key of
   hr::for_each_optim_field([&](const auto& f) { train_keys += (train_keys.empty() ? "" : ", ") + std::string(f.key); });
   CHECK(data_keys == "task, text, val_text, corpus, labelled, seq_len, vocab, lags, context, lag_beta, task_seed");
   CHECK(train_keys ==
-        "optimizer, steps, batch, lr, schedule, warmup, min_lr, clip, weight_decay, momentum, beta1, beta2, seed, threads, "
+        "optimizer, steps, batch, lr, schedule, warmup, min_lr, clip, weight_decay, decay_embeddings, momentum, beta1, beta2, "
+        "seed, threads, "
         "eval_every, eval_batches, patience, min_delta, save_every, keep_checkpoints, max_bad_steps, detect_anomaly, track_heads, init_from, "
         "init_from_hash");
   hr::TrainConfig c;

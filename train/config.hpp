@@ -85,6 +85,7 @@ struct OptimConfig {
   double min_lr = 0.0;              // cosine floor
   double clip = 1.0;                // global gradient-norm clip; 0 turns it off
   double weight_decay = 0.01;       // AdamW decoupled / Adam, SGD L2
+  bool decay_embeddings = false;    // AdamW: decay *emb.weight too (excluded_from_decay, optim/optimizer.hpp)
   double momentum = 0.9;            // SGD
   double beta1 = 0.9;               // Adam and AdamW: the moments' decay rates
   double beta2 = 0.999;

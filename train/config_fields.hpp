@@ -84,6 +84,10 @@ void for_each_optim_field(Visit&& visit) {
               Flag{.help = "AdamW decoupled decay, skipping biases, norms and embeddings; L2 for adam and sgd "
                            "(default {})",
                    .check = C::non_negative}));
+  visit(field("decay_embeddings", &O::decay_embeddings,
+              Flag{.help = "AdamW decays the embeddings too (the token embedding, also the head under "
+                           "--tie-embeddings, and the position table): every tensor of 2 or more axes, as nanoGPT; "
+                           "refused with another optimizer"}));
   visit(field("momentum", &O::momentum, Flag{.help = "SGD momentum (default 0.9); refused with another optimizer", .check = C::non_negative}));
   visit(field("beta1", &O::beta1,
               Flag{.help = "Adam's and AdamW's first-moment decay, in [0, 1) (default {}); refused with sgd",

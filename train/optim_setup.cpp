@@ -10,7 +10,8 @@ std::unique_ptr<Optimizer<float>> make_optimizer(const OptimConfig& o, NamedPara
     case OptimizerKind::adamw:
       return std::make_unique<AdamW<float>>(std::move(params),
                                             AdamWOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2,
-                                                         .weight_decay = o.weight_decay});
+                                                         .weight_decay = o.weight_decay,
+                                                         .decay_embeddings = o.decay_embeddings});
     case OptimizerKind::adam:
       return std::make_unique<Adam<float>>(
           std::move(params), AdamOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .weight_decay = o.weight_decay});
