@@ -862,4 +862,244 @@ ClaimRow assess_head_time(const SweepNumbers& sweep) {
   return row;
 }
 
+namespace {
+
+// The error rate 1 - accuracy over seeds: lower is better, as the lower rule reads.
+SeedStats error_rate(const PointNumbers& p) {
+  return {.n = p.val_accuracy.n, .mean = 1 - p.val_accuracy.mean, .sd = p.val_accuracy.sd};
+}
+
+// "49.9% (sd 1.2, n 6)".
+std::string percent(const SeedStats& s) {
+  if (s.n == 0 || !std::isfinite(s.mean)) return "n/a";
+  return fmt::format("{:.1f}% (sd {}, n {})", 100 * s.mean, std::isfinite(s.sd) ? fmt::format("{:.1f}", 100 * s.sd) : "n/a",
+                     s.n);
+}
+
+// The verdict on "a is not lower than b by the margin" from the lower rule's on "a is
+// lower": its supported is this one's contradicted, and the other way round.
+Verdict not_lower(Verdict lower) {
+  switch (lower) {
+    case Verdict::supported:
+      return Verdict::contradicted;
+    case Verdict::contradicted:
+      return Verdict::supported;
+    case Verdict::inconclusive:
+      break;
+  }
+  return Verdict::inconclusive;
+}
+
+svg::Chart against_heads(const SweepNumbers& sweep, const std::string& title, const std::string& y_label,
+                         const std::function<SeedStats(const PointNumbers&)>& value, double scale) {
+  svg::Chart chart{.title = title, .x = axis("heads h (d_k = d_model / h)", svg::Scale::log), .y = axis(y_label),
+                   .series = {}};
+  svg::Series s = series("mean over seeds (bars: sd)");
+  for (const PointNumbers* p : by_heads(sweep)) {
+    const SeedStats v = value(*p);
+    add(s, static_cast<double>(p->config.model.n_heads),
+        {.n = v.n, .mean = scale * v.mean, .sd = scale * v.sd});
+    chart.x.ticks.push_back(static_cast<double>(p->config.model.n_heads));
+  }
+  chart.series.push_back(std::move(s));
+  return chart;
+}
+
+std::string classifier_line(const PointNumbers& p) {
+  return fmt::format("h={} (d_k {}): accuracy {}; label loss {}; {} tokens/s{}", p.config.model.n_heads,
+                     p.config.model.d_k, percent(p.val_accuracy), format_stats(p.val_loss),
+                     format_stats(p.tokens_per_s, 0), point_notes(p));
+}
+
+std::string bpc_line(const PointNumbers& p) {
+  const double bits = 1 / std::log(2.0);
+  return fmt::format("h={} (d_k {}): val loss {} nats/char = {:.4f} bits/char; {} tokens/s{}", p.config.model.n_heads,
+                     p.config.model.d_k, format_stats(p.val_loss), bits * p.val_loss.mean,
+                     format_stats(p.tokens_per_s, 0), point_notes(p));
+}
+
+}  // namespace
+
+std::vector<ClaimRow> assess_classifier_heads(const SweepNumbers& sweep) {
+  const std::string experiment =
+      "a character-level classifier of fortunes by topic (13 classes, corpus fortunes-topic): the label predicted "
+      "after each item's characters, at fixed d_model (d_k = d_model / h); accuracy on the val items, the same items "
+      "for every run, and training tokens per second";
+  ClaimRow a{.id = "8a",
+             .claim = "Going from 8 heads to 4 costs about 2 accuracy points (the seeds' text classifier)",
+             .experiment = experiment,
+             .sweeps = {sweep.name},
+             .prediction = "8 heads classify better than 4, by about 2 points of accuracy",
+             .rule = "lower rule on the error rate (1 - accuracy), h = 8 vs h = 4: " +
+                     lower_rule_text("h = 8's error rate", 100 * kAccuracyMargin, "accuracy points") +
+                     ". The gap and its 2-se interval are reported beside the verdict; \"about 2\" is read off them",
+             .numbers = {},
+             .plot_svg = {},
+             .verdict = Verdict::inconclusive,
+             .finding = {},
+             .summary = {}};
+  ClaimRow b{.id = "8b",
+             .claim = "... and 16 heads are no better, only slower",
+             .experiment = experiment,
+             .sweeps = {sweep.name},
+             .prediction = "16 heads of half the width reach no higher accuracy than 8, and train fewer tokens per "
+                           "second",
+             .rule = fmt::format(
+                 "both parts: (no better) the lower rule on the error rate, h = 16 vs h = 8, with a {0} point "
+                 "margin, read the other way: supported when h = 16's error rate is higher beyond noise or equal "
+                 "within {0} point, contradicted when it is lower beyond noise by more than {0} point; (slower) "
+                 "the lower rule on tokens/s, h = 16 vs h = 8, with a margin of {1}% of h = 8's. Contradicted when "
+                 "either part is, supported when both are",
+                 100 * kAccuracyMargin, 100 * kTimeMargin),
+             .numbers = {},
+             .plot_svg = {},
+             .verdict = Verdict::inconclusive,
+             .finding = {},
+             .summary = {}};
+  for (const PointNumbers* p : by_heads(sweep)) {
+    a.numbers.push_back(classifier_line(*p));
+    b.numbers.push_back(classifier_line(*p));
+  }
+  const PointNumbers* four = sweep.find([](const ModelConfig& m) { return m.n_heads == 4; });
+  const PointNumbers* eight = sweep.find([](const ModelConfig& m) { return m.n_heads == 8; });
+  const PointNumbers* sixteen = sweep.find([](const ModelConfig& m) { return m.n_heads == 16; });
+  const auto gap_interval = [](const SeedStats& better, const SeedStats& worse) {
+    const double se = std::sqrt(better.sd * better.sd / static_cast<double>(better.n) +
+                                worse.sd * worse.sd / static_cast<double>(worse.n));
+    const double gap = worse.mean - better.mean;
+    return fmt::format("{:+.2f} points (2-se interval {:+.2f} to {:+.2f})", 100 * gap, 100 * (gap - 2 * se),
+                       100 * (gap + 2 * se));
+  };
+  if (four != nullptr && eight != nullptr && four->val_accuracy.n > 0 && eight->val_accuracy.n > 0) {
+    const SeedStats e4 = error_rate(*four), e8 = error_rate(*eight);
+    a.verdict = lower_rule(e8, e4, kAccuracyMargin);
+    a.compared = {{sweep.name, eight->point}, {sweep.name, four->point}};
+    a.summary = fmt::format("accuracy h=4 {:.1f}%, h=8 {:.1f}%: 8 - 4 = {}", 100 * four->val_accuracy.mean,
+                            100 * eight->val_accuracy.mean, gap_interval(e8, e4));
+    a.finding = fmt::format("Four heads: {}; eight: {}; 8 - 4 = {}: {}, so the measurement {} the prediction.",
+                            percent(four->val_accuracy), percent(eight->val_accuracy), gap_interval(e8, e4),
+                            describe(lower_outcome(e8, e4, kAccuracyMargin), 100 * kAccuracyMargin, "accuracy points"),
+                            verdict_word(a.verdict));
+  } else {
+    a.finding = "The sweep lacks h = 4 or h = 8 among its finished points.";
+    a.seeds_can_decide = false;
+  }
+  if (eight != nullptr && sixteen != nullptr && eight->val_accuracy.n > 0 && sixteen->val_accuracy.n > 0) {
+    const SeedStats e8 = error_rate(*eight), e16 = error_rate(*sixteen);
+    const Verdict no_better = not_lower(lower_rule(e16, e8, kAccuracyMargin));
+    const double time_margin = kTimeMargin * eight->tokens_per_s.mean;
+    const Verdict slower = lower_rule(sixteen->tokens_per_s, eight->tokens_per_s, time_margin);
+    b.verdict = all_of({no_better, slower});
+    b.compared = {{sweep.name, sixteen->point}, {sweep.name, eight->point}};
+    b.summary = fmt::format("accuracy h=16 {:.1f}%, 16 - 8 = {}; tokens/s h=8 {:.0f}, h=16 {:.0f}",
+                            100 * sixteen->val_accuracy.mean, gap_interval(e16, e8), eight->tokens_per_s.mean,
+                            sixteen->tokens_per_s.mean);
+    b.finding = fmt::format(
+        "Sixteen heads: {}, against eight's {}: 16 - 8 = {}, so \"no better\" is {}. They trained {} tokens/s "
+        "against eight's {}; {}, so \"slower\" is {}. The measurement {} the prediction.",
+        percent(sixteen->val_accuracy), percent(eight->val_accuracy), gap_interval(e16, e8), to_string(no_better),
+        format_stats(sixteen->tokens_per_s, 0), format_stats(eight->tokens_per_s, 0),
+        lower_gap(sixteen->tokens_per_s, eight->tokens_per_s, time_margin, "tokens/s", 0), to_string(slower),
+        verdict_word(b.verdict));
+  } else {
+    b.finding = "The sweep lacks h = 8 or h = 16 among its finished points.";
+    b.seeds_can_decide = false;
+  }
+  a.plot_svg = svg::render(
+      {against_heads(sweep, "Classifier accuracy on the val items", "accuracy (%)",
+                     [](const PointNumbers& p) { return p.val_accuracy; }, 100),
+       against_heads(sweep, "Training speed", "tokens per second",
+                     [](const PointNumbers& p) { return p.tokens_per_s; }, 1)},
+      "Claim 8: a text classifier's accuracy and speed against the head count");
+  return {a, b};
+}
+
+std::vector<ClaimRow> assess_text_heads(const SweepNumbers& sweep) {
+  const std::string experiment =
+      "a character model of the King James Bible (corpus kjv), at fixed d_model (d_k = d_model / h): the val loss in "
+      "nats per character (bits per character beside it) against h";
+  ClaimRow a{.id = "9a",
+             .claim = "On real text, one head loses clearly to several (Vaswani et al. 2017, Table 3 row A)",
+             .experiment = experiment,
+             .sweeps = {sweep.name},
+             .prediction = "one head is worse than the best head count: row A has it 0.9 BLEU below the best",
+             .rule = "lower rule, the best (lowest mean) point with h >= 2 vs h = 1: " +
+                     lower_rule_text("the best point's mean", kEqualLossMargin, "nats"),
+             .numbers = {},
+             .plot_svg = {},
+             .verdict = Verdict::inconclusive,
+             .finding = {},
+             .summary = {}};
+  ClaimRow b{.id = "9b",
+             .claim = "... and the curve is a shallow U: too many heads lose a little",
+             .experiment = experiment,
+             .sweeps = {sweep.name},
+             .prediction = "the most heads are worse than the best of the head counts between, by less than one "
+                           "head is: row A has 32 heads 0.4 BLEU below the best, one head 0.9",
+             .rule = "both parts: the lower rule, the best point strictly between h = 1 and the most heads vs the "
+                     "most heads, and the lower rule, the most heads vs h = 1, each with the " +
+                     fmt::format("{} nats margin. Contradicted when either part is, supported when both are",
+                                 kEqualLossMargin),
+             .numbers = {},
+             .plot_svg = {},
+             .verdict = Verdict::inconclusive,
+             .finding = {},
+             .summary = {}};
+  const std::vector<const PointNumbers*> points = by_heads(sweep);
+  for (const PointNumbers* p : points) {
+    a.numbers.push_back(bpc_line(*p));
+    b.numbers.push_back(bpc_line(*p));
+  }
+  const PointNumbers* one = sweep.find([](const ModelConfig& m) { return m.n_heads == 1; });
+  const PointNumbers* most = nullptr;
+  for (const PointNumbers* p : points) {
+    if (p->val_loss.n > 0) most = p;
+  }
+  std::vector<const PointNumbers*> several, between;
+  for (const PointNumbers* p : points) {
+    if (p->config.model.n_heads >= 2) several.push_back(p);
+    if (p != one && p != most) between.push_back(p);
+  }
+  const PointNumbers* best = lowest(several);
+  const PointNumbers* inner = lowest(between);
+  if (one != nullptr && best != nullptr) {
+    a.verdict = lower_rule(best->val_loss, one->val_loss, kEqualLossMargin);
+    a.compared = {{sweep.name, best->point}, {sweep.name, one->point}};
+    a.summary = fmt::format("h=1 {:.4f}, best h={} {:.4f} nats/char{}", one->val_loss.mean, best->config.model.n_heads,
+                            best->val_loss.mean, gap_note(best->val_loss, one->val_loss, kEqualLossMargin));
+    a.finding = fmt::format("One head reached {} nats per character; the best, h={}, {}; {}, so the measurement {} "
+                            "the prediction.",
+                            format_stats(one->val_loss), best->config.model.n_heads, format_stats(best->val_loss),
+                            lower_gap(best->val_loss, one->val_loss, kEqualLossMargin, "nats"),
+                            verdict_word(a.verdict));
+  } else {
+    a.finding = "The sweep lacks h = 1 or a larger h among its finished points.";
+    a.seeds_can_decide = false;
+  }
+  if (one != nullptr && most != nullptr && inner != nullptr && most != one) {
+    const Verdict right = lower_rule(inner->val_loss, most->val_loss, kEqualLossMargin);
+    const Verdict below_one = lower_rule(most->val_loss, one->val_loss, kEqualLossMargin);
+    b.verdict = all_of({right, below_one});
+    b.compared = {{sweep.name, inner->point}, {sweep.name, most->point}, {sweep.name, one->point}};
+    b.summary = fmt::format("h=1 {:.4f}, best between (h={}) {:.4f}, h={} {:.4f}", one->val_loss.mean,
+                            inner->config.model.n_heads, inner->val_loss.mean, most->config.model.n_heads,
+                            most->val_loss.mean);
+    b.finding = fmt::format(
+        "The best between, h={}: {}; the most heads, h={}: {}; one head: {}. Most heads against the best between: {} "
+        "({}); against one head: {} ({}). The measurement {} the prediction.",
+        inner->config.model.n_heads, format_stats(inner->val_loss), most->config.model.n_heads,
+        format_stats(most->val_loss), format_stats(one->val_loss),
+        lower_gap(inner->val_loss, most->val_loss, kEqualLossMargin, "nats"), to_string(right),
+        lower_gap(most->val_loss, one->val_loss, kEqualLossMargin, "nats"), to_string(below_one),
+        verdict_word(b.verdict));
+  } else {
+    b.finding = "The sweep needs h = 1, the most heads and a head count between among its finished points.";
+    b.seeds_can_decide = false;
+  }
+  a.plot_svg = svg::render({against_heads(sweep, "kjv, fixed computation", "val loss (bits per character)",
+                                          [](const PointNumbers& p) { return p.val_loss; }, 1 / std::log(2.0))},
+                           "Claim 9: bits per character of the King James Bible against the head count");
+  return {a, b};
+}
+
 }  // namespace headroom

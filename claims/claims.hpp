@@ -23,6 +23,10 @@ inline constexpr double kEqualLossMargin = kEqualLossNats;  // nats: two losses 
 inline constexpr double kNearZeroExcess = 0.05;   // nats: an excess loss this small is "about 0"
 inline constexpr double kSlopeTolerance = 0.1;    // a fitted log-log slope this close is the predicted one
 inline constexpr double kTimeMargin = 0.05;       // step times within 5% are equal
+// Two accuracies within a point (0.01) of each other are equal: a fifth of the 5
+// points Vaswani et al.'s and the seeds' comparisons turn on, and about one item
+// in a hundred of a val split.
+inline constexpr double kAccuracyMargin = 0.01;
 // recall (2 pairs a row) is learned when a point's accuracy passes this: halfway from
 // picking one of the two values in context (50%) to always right.
 inline constexpr double kRecallLearned = 0.75;
@@ -136,5 +140,15 @@ std::vector<ClaimRow> assess_too_many_heads(const SweepNumbers& lags, const Swee
 ClaimRow assess_kv_heads(const SweepNumbers& sweep);
 // 7: more heads at fixed computation cost time: tokens/s at the most heads of h <= 16 vs one head.
 ClaimRow assess_head_time(const SweepNumbers& sweep);
+
+// The real-text suite (claims/study.hpp, Suite::text).
+// 8a: the seeds' anecdote, a classifier's error rate at h = 8 vs h = 4 (lower rule,
+// kAccuracyMargin); 8b: 16 heads no better than 8 (their error rate not lower by
+// the margin) and slower (tokens/s, kTimeMargin).
+std::vector<ClaimRow> assess_classifier_heads(const SweepNumbers& sweep);
+// 9a: one head loses clearly on real text: the best h >= 2 vs h = 1 (val loss, nats
+// per character); 9b: a shallow U: the most heads lose to the best of the heads
+// between, and by less than one head does.
+std::vector<ClaimRow> assess_text_heads(const SweepNumbers& sweep);
 
 }  // namespace headroom

@@ -37,8 +37,8 @@ std::string seeds_of(const Study& study, SeedSet set) {
 }
 
 std::string budget_line(const Study& study) {
-  return fmt::format("budget **{}**, {} seeds per point in two disjoint sets of {}: A (seeds {}) and B (seeds {})",
-                     to_string(study.budget), 2 * study.seeds, study.seeds, seeds_of(study, SeedSet::a),
+  return fmt::format("{}budget **{}**, {} seeds per point in two disjoint sets of {}: A (seeds {}) and B (seeds {})",
+                     study.suite == Suite::text ? "Real text (Debian's corpora), " : "", to_string(study.budget), 2 * study.seeds, study.seeds, seeds_of(study, SeedSet::a),
                      seeds_of(study, SeedSet::b));
 }
 
@@ -95,7 +95,9 @@ std::string claims_markdown(const Study& study, const std::vector<ClaimRow>& row
   std::string out = "# headroom claims: the seeds' claims about heads, measured\n\n";
   out += fmt::format("{} ({}). Every sweep is an ordinary `headroom ablate` directory under {}; the command under "
                      "each claim reruns or extends it.\n\n",
-                     budget_line(study), study.budget == Budget::quick ? "`headroom claims --quick`" : "`headroom claims`",
+                     budget_line(study),
+                     fmt::format("`headroom claims{}{}`", study.suite == Suite::text ? " --text" : "",
+                                 study.budget == Budget::quick ? " --quick" : ""),
                      dir.string());
   out += "| # | claim | verdict (all seeds) | seed sets A · B | numbers (all seeds) |\n|---|---|---|---|---|\n";
   for (const ClaimRow& r : rows) {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "ablate/report.hpp"
+#include "data/corpus.hpp"
 #include "nn/safetensors.hpp"
 #include "nn/strict_json.hpp"
 
@@ -40,6 +41,9 @@ std::vector<InitPoint> measure_init(const SweepPlan& plan) {
 }  // namespace
 
 std::vector<SweepPlan> plan_study(const Study& study) {
+  // A corpus not installed: the one line naming its apt-get install, before a sweep
+  // is planned (planning a run on a corpus reads it for its vocabulary).
+  for (const std::string& corpus : study_corpora(study)) check_installed(corpus);
   std::vector<SweepPlan> plans;
   for (const ClaimSweep& s : study.sweeps) {
     const SweepSpec spec = s.spec();
@@ -97,6 +101,11 @@ std::vector<ClaimRow> assess_claims(const Study& study, const std::vector<SweepP
     return it == init.end() ? std::vector<InitPoint>{} : it->second;
   };
   std::vector<ClaimRow> rows;
+  if (study.suite == Suite::text) {
+    for (ClaimRow& r : assess_classifier_heads(at("8-classifier-heads"))) rows.push_back(std::move(r));
+    for (ClaimRow& r : assess_text_heads(at("9-kjv-heads"))) rows.push_back(std::move(r));
+    return rows;
+  }
   rows.push_back(assess_mha_parameters(&at("4-heads-lags")));
   for (ClaimRow& r : assess_attn_scale(at("2-attn-scale"), init_of("2-attn-scale"))) rows.push_back(std::move(r));
   rows.push_back(assess_attn_scale_unit_init(at("2-attn-scale-unit-init"), init_of("2-attn-scale-unit-init")));

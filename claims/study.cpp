@@ -67,7 +67,109 @@ std::vector<BaseSetting> lags_model(std::size_t d_model, const BudgetNumbers& b)
           setting("train.lr", 0.03, "--lr 0.03")};
 }
 
+// What a budget spends on the real-text suite. Both sweeps stop a run once its val
+// loss has not improved for `patience` validations (trained to convergence, with
+// `steps` as the cap) where patience is set.
+struct TextBudget {
+  std::size_t seeds = 0, max_seeds = 0;  // per seed set
+  std::string heads;                     // at d_model `d_model`, d_k auto
+  std::size_t d_model = 0, layers = 0;
+  std::size_t classify_seq_len = 0, classify_steps = 0, classify_eval_batches = 0;
+  std::size_t kjv_seq_len = 0, kjv_steps = 0, kjv_eval_batches = 0;
+  std::size_t eval_every = 0, patience = 0;
+};
+
+TextBudget text_budget(Budget budget) {
+  switch (budget) {
+    case Budget::quick:
+      // Rows of 64 characters (a fortune cut after 63) and 1000 steps: every point
+      // still learning, so a smoke test of the suite rather than its answer.
+      return {.seeds = 2, .max_seeds = 2, .heads = "1,4,8,16", .d_model = 64, .layers = 2, .classify_seq_len = 64,
+              .classify_steps = 1000, .classify_eval_batches = 34, .kjv_seq_len = 64, .kjv_steps = 1000,
+              .kjv_eval_batches = 8, .eval_every = 250, .patience = 0};
+    case Budget::full:
+      // The corpus defaults (data/task_defaults.cpp, text_settings) trained to
+      // convergence: 34 batches of 32 score all 1,070 val items of fortunes-topic at
+      // every validation, the same items for every seed; 16 of kjv's are 65,536
+      // characters, windows drawn from each run's seed, so their draw is part of the
+      // seed noise.
+      return {.seeds = 3, .max_seeds = 5, .heads = "1,2,4,8,16", .d_model = 64, .layers = 2, .classify_seq_len = 128,
+              .classify_steps = 8000, .classify_eval_batches = 34, .kjv_seq_len = 128, .kjv_steps = 6000,
+              .kjv_eval_batches = 16, .eval_every = 250, .patience = 4};
+    case Budget::smoke:
+      break;
+  }
+  return {.seeds = 2, .max_seeds = 3, .heads = "1,4,8,16", .d_model = 16, .layers = 1, .classify_seq_len = 32,
+          .classify_steps = 3, .classify_eval_batches = 1, .kjv_seq_len = 32, .kjv_steps = 3, .kjv_eval_batches = 1,
+          .eval_every = 3, .patience = 0};
+}
+
+// One of the real-text sweeps: `corpus` at d_model b.d_model, the heads of the budget
+// at fixed computation.
+ClaimSweep text_sweep(std::string name, std::string about, const std::string& corpus, std::size_t seq_len,
+                      std::size_t steps, std::size_t eval_batches, const TextBudget& b, std::size_t seeds,
+                      std::uint64_t seed_offset) {
+  std::vector<BaseSetting> base{
+      setting("data.corpus", corpus, "--corpus " + corpus),
+      setting("data.seq_len", seq_len, fmt::format("--seq-len {}", seq_len)),
+      setting("model.d_model", b.d_model, fmt::format("--d-model {}", b.d_model)),
+      setting("model.n_layers", b.layers, fmt::format("--layers {}", b.layers)),
+      setting("train.steps", steps, fmt::format("--steps {}", steps)),
+      setting("train.eval_every", b.eval_every, fmt::format("--eval-every {}", b.eval_every)),
+      setting("train.eval_batches", eval_batches, fmt::format("--eval-batches {}", eval_batches))};
+  if (b.patience > 0) base.push_back(setting("train.patience", b.patience, fmt::format("--patience {}", b.patience)));
+  return {.name = std::move(name),
+          .about = std::move(about),
+          .base = std::move(base),
+          .axes = {{"--heads", b.heads}, {"--dk", "auto"}},
+          .seeds = seeds,
+          .seed_offset = seed_offset};
+}
+
+Study make_text_study(Budget budget, std::optional<std::size_t> seeds, std::uint64_t seed_offset,
+                      std::optional<std::size_t> max_seeds) {
+  const TextBudget b = text_budget(budget);
+  const std::size_t n_set = seeds.value_or(b.seeds);
+  if (max_seeds && *max_seeds < n_set) {
+    throw std::invalid_argument(fmt::format("--max-seeds {}: fewer than the {} seeds a set starts with", *max_seeds, n_set));
+  }
+  Study study{.budget = budget,
+              .suite = Suite::text,
+              .seeds = n_set,
+              .seed_offset = seed_offset,
+              .max_seeds = max_seeds.value_or(std::max(b.max_seeds, n_set)),
+              .sweeps = {}};
+  const std::size_t n = 2 * n_set;
+  // Claim 8: the seeds' anecdote, a character-level classifier of fortunes by topic
+  // (13 classes) at fixed d_model, from one head to d_k 4.
+  study.sweeps.push_back(text_sweep("8-classifier-heads",
+                                    "a character-level classifier of fortunes by topic, heads at fixed computation: "
+                                    "claim 8",
+                                    "fortunes-topic", b.classify_seq_len, b.classify_steps, b.classify_eval_batches, b,
+                                    n, seed_offset));
+  // Claim 9: Table 3 row A's question on characters: bits per character of the King
+  // James Bible against h at fixed d_model.
+  study.sweeps.push_back(text_sweep("9-kjv-heads",
+                                    "a character model of the King James Bible, heads at fixed computation: claim 9",
+                                    "kjv", b.kjv_seq_len, b.kjv_steps, b.kjv_eval_batches, b, n, seed_offset));
+  return study;
+}
+
 }  // namespace
+
+std::string to_string(Suite suite) { return suite == Suite::text ? "text" : "synthetic"; }
+
+std::vector<std::string> study_corpora(const Study& study) {
+  std::vector<std::string> out;
+  for (const ClaimSweep& s : study.sweeps) {
+    for (const BaseSetting& b : s.base) {
+      if (b.key != "data.corpus") continue;
+      const std::string corpus = b.value.get<std::string>();
+      if (std::find(out.begin(), out.end(), corpus) == out.end()) out.push_back(corpus);
+    }
+  }
+  return out;
+}
 
 std::string to_string(Budget budget) {
   switch (budget) {
@@ -90,24 +192,27 @@ Budget parse_budget(const std::string& name) {
 
 SweepSpec ClaimSweep::spec() const {
   // As `headroom ablate` builds its base (cli/train_flags.cpp, build_config): the
-  // task's defaults, the settings, and a warm-up that scales with the run and a rate
-  // that follows the model unless given.
+  // task's defaults (a corpus's, for a sweep on real text), the settings, and a
+  // warm-up that scales with the run and a rate that follows the model unless given.
   std::string task = DataConfig{}.task;
+  DataConfig source;
   bool warmup_given = false, lr_given = false;
   nlohmann::json object = nlohmann::json::object();
   for (const BaseSetting& s : base) {
     const std::size_t dot = s.key.find('.');
     const std::string section = s.key.substr(0, dot), key = s.key.substr(dot + 1);
     if (s.key == "data.task") task = s.value.get<std::string>();
+    if (s.key == "data.corpus") source.corpus = s.value.get<std::string>();
     if (s.key == "train.warmup") warmup_given = true;
     if (s.key == "train.lr") lr_given = true;
     object[section][key] = s.value;
   }
+  const bool text = !source.corpus.empty();
   SweepSpec spec;
-  spec.base = task_defaults(task);
+  spec.base = text ? text_defaults(source) : task_defaults(task);
   update_from_json(spec.base, object, fmt::format("headroom claims: sweep {}", name));
   if (!warmup_given) spec.base.optim.warmup = default_warmup(spec.base.optim.steps);
-  if (!lr_given && !task_settings(task).lr) {
+  if (!lr_given && !(text ? text_settings(source.corpus, false).lr : task_settings(task).lr)) {
     spec.base.optim.lr = default_lr(spec.base.model);
     spec.lr_follows_model = true;
   }
@@ -152,7 +257,7 @@ const ClaimSweep& Study::sweep(const std::string& name) const {
 std::string to_string(SeedSet set) { return set == SeedSet::a ? "A" : "B"; }
 
 Study make_study(Budget budget, std::optional<std::size_t> seeds, std::uint64_t seed_offset,
-                 std::optional<std::size_t> max_seeds) {
+                 std::optional<std::size_t> max_seeds, Suite suite) {
   const BudgetNumbers b = budget_numbers(budget);
   if (seeds && *seeds < 2) {
     throw std::invalid_argument(
@@ -161,6 +266,7 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds, std::uint64_t 
   if (seed_offset > kMaxSeedOffset) {
     throw std::invalid_argument(fmt::format("--seed-offset {}: at most {}", seed_offset, kMaxSeedOffset));
   }
+  if (suite == Suite::text) return make_text_study(budget, seeds, seed_offset, max_seeds);
   const std::size_t n_set = seeds.value_or(b.seeds);
   if (max_seeds && *max_seeds < n_set) {
     throw std::invalid_argument(fmt::format("--max-seeds {}: fewer than the {} seeds a set starts with", *max_seeds, n_set));
@@ -244,12 +350,14 @@ Study make_study(Budget budget, std::optional<std::size_t> seeds, std::uint64_t 
 nlohmann::json study_json(const Study& study) {
   nlohmann::json sweeps = nlohmann::json::array();
   for (const ClaimSweep& s : study.sweeps) sweeps.push_back(s.name);
-  return {{"kind", "headroom claims"},
-          {"budget", to_string(study.budget)},
-          {"seeds", study.seeds},
-          {"seed_sets", 2},
-          {"seed_offset", study.seed_offset},
-          {"sweeps", sweeps}};
+  nlohmann::json out = {{"kind", "headroom claims"},
+                        {"budget", to_string(study.budget)},
+                        {"seeds", study.seeds},
+                        {"seed_sets", 2},
+                        {"seed_offset", study.seed_offset},
+                        {"sweeps", sweeps}};
+  if (study.suite != Suite::synthetic) out["suite"] = to_string(study.suite);
+  return out;
 }
 
 }  // namespace headroom

@@ -22,6 +22,14 @@ namespace headroom {
 // anything from).
 enum class Budget { quick, full, smoke };
 
+// Which claims a study checks: the seeds' claims on synthetic tasks with a known
+// answer (the default), or the same questions on real text from Debian's corpora
+// (`headroom claims --text`: the classifier anecdote on fortunes-topic and heads at
+// fixed computation on kjv, data/corpus.hpp). A directory holds one suite.
+enum class Suite { synthetic, text };
+
+std::string to_string(Suite suite);  // "synthetic", "text"
+
 std::string to_string(Budget budget);
 Budget parse_budget(const std::string& name);  // "quick" | "full" | "smoke"
 
@@ -63,6 +71,7 @@ std::string to_string(SeedSet set);  // "A", "B"
 
 struct Study {
   Budget budget = Budget::quick;
+  Suite suite = Suite::synthetic;
   std::size_t seeds = 0;           // per seed set: each point trains 2 * seeds
   std::uint64_t seed_offset = 0;   // the first seed: another offset replicates the study on other seeds
   // Seeds until decided: a claim not settled with `seeds` a set gives the points it
@@ -77,16 +86,21 @@ struct Study {
   ClaimSweep grown(const std::string& name, std::size_t per_set) const;
 };
 
-// The sweeps of a budget. seeds: --seeds, per seed set (>= 2), else the budget's own
-// (quick 3, full 5, smoke 2); a std::invalid_argument for fewer than 2. seed_offset:
-// the first seed (--seed-offset, at most kMaxSeedOffset).
-// max_seeds: --max-seeds (>= seeds), else the budget's (quick 3, full 10, smoke 3), at
-// least `seeds`.
+// The sweeps of a budget and suite. seeds: --seeds, per seed set (>= 2), else the
+// budget's own (synthetic: quick 3, full 5, smoke 2; text: quick 2, full 3, smoke 2);
+// a std::invalid_argument for fewer than 2. seed_offset: the first seed
+// (--seed-offset, at most kMaxSeedOffset). max_seeds: --max-seeds (>= seeds), else
+// the budget's (synthetic: quick 3, full 10, smoke 3; text: quick 2, full 5, smoke
+// 3), at least `seeds`.
 Study make_study(Budget budget, std::optional<std::size_t> seeds = std::nullopt, std::uint64_t seed_offset = 0,
-                 std::optional<std::size_t> max_seeds = std::nullopt);
+                 std::optional<std::size_t> max_seeds = std::nullopt, Suite suite = Suite::synthetic);
+
+// The corpora a study's sweeps read (data/corpus.hpp names), in sweep order, each once.
+std::vector<std::string> study_corpora(const Study& study);
 
 // DIR/claims.json: the budget, the seeds per set and the seed offset a claims
-// directory was made with.
+// directory was made with, and its suite when it is not the synthetic one (so a
+// directory made before suites existed still matches).
 nlohmann::json study_json(const Study& study);
 
 }  // namespace headroom

@@ -17,6 +17,7 @@
 #include "claims/study.hpp"
 #include "claims/verdict.hpp"
 #include "cli_runner.hpp"
+#include "data/corpus.hpp"
 #include "support.hpp"
 
 namespace hr = headroom;
@@ -396,6 +397,133 @@ TEST_CASE("claim 5b: decided only when its best point reaches 75% accuracy") {
   CHECK(verdict(0.9) == hr::Verdict::supported);
 }
 
+namespace {
+
+// A point of a real-text heads sweep at d_model 64: accuracy (a classifier's, or
+// none), val loss and tokens/s over seeds.
+hr::PointNumbers text_point(std::size_t heads, hr::SeedStats accuracy, hr::SeedStats loss, hr::SeedStats speed) {
+  hr::PointNumbers p;
+  p.point = fmt::format("h{}-dk{}", heads, 64 / heads);
+  p.config.model.d_model = 64;
+  p.config.model.n_heads = heads;
+  p.config.model.n_kv_heads = heads;
+  p.config.model.d_k = 64 / heads;
+  p.config.model.d_v = 64 / heads;
+  p.val_accuracy = accuracy;
+  p.val_loss = loss;
+  p.tokens_per_s = speed;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("claim 8: the classifier anecdote, 8 vs 4 heads by accuracy and 16 no better but slower") {
+  const auto verdicts = [](double acc4, double acc8, double acc16, double speed8, double speed16) {
+    // sd 0.002 over 6 seeds: 2 se of an accuracy gap is 2 sqrt(2 0.002^2 / 6) = 0.0023.
+    const hr::SweepNumbers sweep{
+        .name = "8-classifier-heads",
+        .points = {text_point(1, stats(0.40, 0.002, 6), stats(1.9, 0.01, 6), stats(60000, 300, 6)),
+                   text_point(4, stats(acc4, 0.002, 6), stats(1.7, 0.01, 6), stats(55000, 300, 6)),
+                   text_point(8, stats(acc8, 0.002, 6), stats(1.6, 0.01, 6), stats(speed8, 300, 6)),
+                   text_point(16, stats(acc16, 0.002, 6), stats(1.6, 0.01, 6), stats(speed16, 300, 6))}};
+    const std::vector<hr::ClaimRow> rows = hr::assess_classifier_heads(sweep);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0].id == "8a");
+    CHECK(rows[1].id == "8b");
+    return std::pair{rows[0].verdict, rows[1].verdict};
+  };
+  using V = hr::Verdict;
+  CHECK(verdicts(0.48, 0.50, 0.50, 50000, 40000) == std::pair{V::supported, V::supported});
+  // 8 beats 4 beyond noise, by 0.9 points: inside the 1-point margin, yet not shown equal (0.9 + 0.23 > 1).
+  CHECK(verdicts(0.48, 0.489, 0.489, 50000, 40000).first == V::inconclusive);
+  // 8 no better than 4 (equal within the margin, or worse): contradicted.
+  CHECK(verdicts(0.48, 0.4805, 0.48, 50000, 40000).first == V::contradicted);
+  CHECK(verdicts(0.50, 0.48, 0.48, 50000, 40000).first == V::contradicted);
+  // 16 better than 8 by 3 points: "no better" fails, whatever the speed.
+  CHECK(verdicts(0.48, 0.50, 0.53, 50000, 40000).second == V::contradicted);
+  // 16 as fast as 8 (within 5%): "slower" fails.
+  CHECK(verdicts(0.48, 0.50, 0.50, 50000, 49000).second == V::contradicted);
+  // 16 better than 8 beyond noise by less than the margin: "no better" undecided.
+  CHECK(verdicts(0.48, 0.50, 0.509, 50000, 40000).second == V::inconclusive);
+
+  // The numbers, the summary's gap with its interval, and the compared points.
+  const hr::SweepNumbers sweep{.name = "8-classifier-heads",
+                               .points = {text_point(4, stats(0.48, 0.01, 6), stats(1.7, 0.01, 6), stats(55000, 300, 6)),
+                                          text_point(8, stats(0.50, 0.01, 6), stats(1.6, 0.01, 6), stats(50000, 300, 6))}};
+  const std::vector<hr::ClaimRow> rows = hr::assess_classifier_heads(sweep);
+  INFO(rows[0].summary);
+  CHECK(rows[0].summary == "accuracy h=4 48.0%, h=8 50.0%: 8 - 4 = +2.00 points (2-se interval +0.85 to +3.15)");
+  CHECK(rows[0].verdict == V::supported);
+  CHECK(rows[0].numbers[0] == "h=4 (d_k 16): accuracy 48.0% (sd 1.0, n 6); label loss 1.7000 (sd 0.0100, n 6); "
+                              "55000 (sd 300, n 6) tokens/s");
+  CHECK(rows[0].compared == std::vector<hr::ClaimRow::Point>{{"8-classifier-heads", "h8-dk8"},
+                                                               {"8-classifier-heads", "h4-dk16"}});
+  // No 16-head point: 8b says so and seeds cannot decide it.
+  CHECK(rows[1].verdict == V::inconclusive);
+  CHECK_FALSE(rows[1].seeds_can_decide);
+  CHECK(rows[1].finding.find("lacks h = 8 or h = 16") != std::string::npos);
+  CHECK(rows[0].plot_svg.find("<svg ") == 0);
+}
+
+TEST_CASE("claim 9: bits per character against heads on real text, one head loses and a shallow U") {
+  const auto verdicts = [](double one, double four, double eight, double sixteen) {
+    const hr::SweepNumbers sweep{.name = "9-kjv-heads",
+                                 .points = {text_point(1, {}, stats(one, 0.005, 6), stats(60000, 300, 6)),
+                                            text_point(4, {}, stats(four, 0.005, 6), stats(55000, 300, 6)),
+                                            text_point(8, {}, stats(eight, 0.005, 6), stats(50000, 300, 6)),
+                                            text_point(16, {}, stats(sixteen, 0.005, 6), stats(40000, 300, 6))}};
+    const std::vector<hr::ClaimRow> rows = hr::assess_text_heads(sweep);
+    REQUIRE(rows.size() == 2);
+    return std::pair{rows[0].verdict, rows[1].verdict};
+  };
+  using V = hr::Verdict;
+  CHECK(verdicts(1.50, 1.40, 1.41, 1.44) == std::pair{V::supported, V::supported});
+  // One head as good as the best (within 0.02 nats): 9a contradicted, and 9b's "less
+  // than one head" part with it.
+  CHECK(verdicts(1.405, 1.40, 1.41, 1.44) == std::pair{V::contradicted, V::contradicted});
+  // The most heads as good as the best between: no right arm, no U.
+  CHECK(verdicts(1.50, 1.40, 1.41, 1.405).second == V::contradicted);
+  // The most heads best of all: the curve falls all the way.
+  CHECK(verdicts(1.50, 1.45, 1.43, 1.40) == std::pair{V::supported, V::contradicted});
+  // The most heads worse than one head: a U, but not a shallow one.
+  CHECK(verdicts(1.45, 1.40, 1.41, 1.50).second == V::contradicted);
+
+  const hr::SweepNumbers sweep{.name = "9-kjv-heads",
+                               .points = {text_point(1, {}, stats(1.5, 0.005, 6), stats(60000, 300, 6)),
+                                          text_point(4, {}, stats(1.4, 0.005, 6), stats(55000, 300, 6))}};
+  const std::vector<hr::ClaimRow> rows = hr::assess_text_heads(sweep);
+  CHECK(rows[0].numbers[0] == "h=1 (d_k 64): val loss 1.5000 (sd 0.0050, n 6) nats/char = 2.1640 bits/char; "
+                              "60000 (sd 300, n 6) tokens/s");
+  // Two points: no head count between the ends.
+  CHECK(rows[1].verdict == V::inconclusive);
+  CHECK_FALSE(rows[1].seeds_can_decide);
+}
+
+TEST_CASE("claims --text study: its sweeps on Debian's corpora, commands, seeds and claims.json") {
+  const hr::Study full = hr::make_study(hr::Budget::full, std::nullopt, 0, std::nullopt, hr::Suite::text);
+  CHECK(full.seeds == 3);
+  CHECK(full.max_seeds == 5);
+  REQUIRE(full.sweeps.size() == 2);
+  CHECK(hr::study_corpora(full) == std::vector<std::string>{"fortunes-topic", "kjv"});
+  CHECK(full.sweep("8-classifier-heads").command("/d") ==
+        "headroom ablate --corpus fortunes-topic --seq-len 128 --d-model 64 --layers 2 --steps 8000 --eval-every 250 "
+        "--eval-batches 34 --patience 4 --heads 1,2,4,8,16 --dk auto --seeds 6 --out /d/8-classifier-heads");
+  CHECK(full.sweep("9-kjv-heads").command("/d") ==
+        "headroom ablate --corpus kjv --seq-len 128 --d-model 64 --layers 2 --steps 6000 --eval-every 250 "
+        "--eval-batches 16 --patience 4 --heads 1,2,4,8,16 --dk auto --seeds 6 --out /d/9-kjv-heads");
+  const hr::SweepSpec spec = full.sweep("9-kjv-heads").spec();
+  CHECK(spec.base.data.corpus == "kjv");
+  CHECK(spec.base.optim.patience == 4);
+  CHECK(spec.seeds.size() == 6);
+  // claims.json names the suite; the synthetic study's has no such key, as before suites.
+  CHECK(hr::study_json(full)["suite"] == "text");
+  CHECK_FALSE(hr::study_json(hr::make_study(hr::Budget::full)).contains("suite"));
+  const hr::Study quick = hr::make_study(hr::Budget::quick, std::nullopt, 0, std::nullopt, hr::Suite::text);
+  CHECK(quick.seeds == 2);
+  CHECK(quick.sweep("8-classifier-heads").spec().base.optim.patience == 0);
+  CHECK(hr::study_corpora(hr::make_study(hr::Budget::full)).empty());
+}
+
 TEST_CASE("claims report: a fake set of results gives a table row per claim, commands, plots and the rules") {
   const hr::Study study = hr::make_study(hr::Budget::quick);
   CHECK(study.seeds == 3);
@@ -591,6 +719,51 @@ TEST_CASE("headroom claims: bad flags and a directory of another kind get one li
         std::string::npos);
   CHECK(tmp.entries() == std::vector<std::string>{"other", "quick"});
   CHECK(read_file(quick / "claims.json").find("\"quick\"") != std::string::npos);
+}
+
+TEST_CASE("headroom claims --text: the smoke study on the corpora end to end, resumed, a sweep rerun by its command") {
+  const bool have = error_of([] { hr::check_installed("kjv"); }).empty() &&
+                    error_of([] { hr::check_installed("fortunes-topic"); }).empty();
+  if (!prerequisite(have, "the corpora kjv and fortunes-topic are not installed: scripts/setup.sh --data")) return;
+  const TempDir tmp("claims_text_smoke");
+  const fs::path dir = tmp / "study";
+  CliResult r = run_headroom("claims --text --budget smoke --jobs 2 --out " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("headroom claims on real text: budget smoke") != std::string::npos);
+  const std::string md = read_file(dir / "claims.md");
+  for (const char* id : {"8a", "8b", "9a", "9b"}) CHECK(md.find(std::string("\n| ") + id + " | ") != std::string::npos);
+  CHECK(md.find("Real text (Debian's corpora), budget **smoke**") != std::string::npos);
+  CHECK(count_of(md, " | supported, ") + count_of(md, " | contradicted, ") +
+            count_of(md, " | inconclusive at this budget, ") ==
+        4);
+  for (const char* sweep : {"8-classifier-heads", "9-kjv-heads"}) {
+    CHECK(fs::exists(dir / sweep / "results.csv"));
+    CHECK(fs::exists(dir / sweep / "report.html"));
+  }
+  CHECK(nlohmann::json::parse(read_file(dir / "claims.json"))["suite"] == "text");
+  // The synthetic study refuses this directory, and this one resumes with nothing to train.
+  r = run_headroom("claims --budget smoke --out " + dir.string());
+  CHECK(r.status == 2);
+  r = run_headroom("claims --text --budget smoke --jobs 2 --out " + dir.string());
+  CHECK(r.status == 0);
+  CHECK(count_of(r.output, "finished before (skipped), 0 to run") == count_of(r.output, " to run\n"));
+  // The classifier sweep's printed command is that sweep: ablate finds the runs the
+  // study finished (every one, or the compared points' alone where a round grew it)
+  // and fills the grid's others.
+  const std::string row = "| [8-classifier-heads](8-classifier-heads/summary.md) | ";
+  REQUIRE(md.find(row) != std::string::npos);
+  std::size_t finished = 0, grid = 0;
+  REQUIRE(std::sscanf(md.c_str() + md.find(row) + row.size(), "%zu (%zu)", &finished, &grid) == 2);
+  const std::string program = "headroom ";
+  const std::size_t at = md.find(program + "ablate --corpus fortunes-topic");
+  REQUIRE(at != std::string::npos);
+  const std::string command = md.substr(at + program.size(), md.find('\n', at) - at - program.size());
+  r = run_headroom(command + " --jobs 2");
+  INFO(command);
+  CHECK(r.status == 0);
+  CHECK(r.output.find(fmt::format(": {} finished before (skipped), {} to run", finished, grid - finished)) !=
+        std::string::npos);
 }
 
 TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep rerun by its printed command") {
