@@ -103,7 +103,9 @@ int run_claims_command(const ClaimsFlags& f) {
                 break;
               case ClaimsEvent::Kind::assessing:
                 if (!f.quiet) {
-                  fmt::print("\nassessing the claims (claim 2 measures its models at initialisation)\n");
+                  fmt::print("\nassessing the claims{}\n", study.suite == Suite::synthetic
+                                                                 ? " (claim 2 measures its models at initialisation)"
+                                                                 : "");
                   std::fflush(stdout);
                 }
                 break;

@@ -34,6 +34,7 @@ struct HeadsFlags {
   std::optional<std::size_t> batches, batch;
   std::optional<std::uint64_t> seed;
   bool prune = false;
+  bool repeat = false;
 };
 
 using HeadOrder = std::vector<std::pair<std::size_t, std::size_t>>;
@@ -42,12 +43,13 @@ using HeadOrder = std::vector<std::pair<std::size_t, std::size_t>>;
 std::string heads_csv(const HeadReport& r) {
   std::string csv =
       "layer,head,masked_val_loss,masked_val_accuracy,loss_increase,accuracy_drop,importance,importance_in_layer,"
-      "confidence,entropy,dominant_offset,offset_share,previous_token,induction\n";
+      "confidence,entropy,dominant_offset,offset_share,previous_token,induction,repeat_induction\n";
   for (const HeadStats& s : r.heads) {
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.layer, s.head, csv_number(s.masked.loss),
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.layer, s.head, csv_number(s.masked.loss),
                        csv_number(s.masked.accuracy), csv_number(s.loss_increase), csv_number(s.accuracy_drop),
                        csv_number(s.importance), csv_number(s.importance_in_layer), csv_number(s.confidence), csv_number(s.entropy),
-                       s.dominant_offset, csv_number(s.offset_share), csv_number(s.previous_token), csv_number(s.induction));
+                       s.dominant_offset, csv_number(s.offset_share), csv_number(s.previous_token), csv_number(s.induction),
+                       csv_number(s.repeat_induction));
   }
   return csv;
 }
@@ -117,6 +119,11 @@ int run_heads(const HeadsFlags& flags) {
   set_threads(threads.used);
   check_eval_memory(run.model().config(), batch, data.seq_len, batches, true);  // the batches are drawn up front
 
+  if (flags.repeat && data.is_classifier()) {
+    throw std::invalid_argument(
+        "--repeat: a classifier's rows end in a separator and a label, which a repeat would not keep; it measures a "
+        "language model (a text or a task)");
+  }
   const std::unique_ptr<Dataset> dataset =
       own_dataset(data, source, "run headroom heads from the directory the model was trained in");
   const fs::path out = flags.out.empty() ? file.parent_path() : fs::path(flags.out);
@@ -131,18 +138,32 @@ int run_heads(const HeadsFlags& flags) {
   fmt::print("data      validation split: {} batch{} of {} rows, the trainer's batches for seed {}\n", batches,
              batches == 1 ? "" : "es", batch, seed);
   std::fflush(stdout);
-  const std::vector<Batch> val = validation_batches(*dataset, batches, batch, validation_seed(seed));
-  const HeadReport r = analyze_heads(model, val);
-  fmt::print("full      val loss {:.4f}, accuracy {:.2f}% ({} counted targets)\n\n", r.full.loss,
-             100 * r.full.accuracy, r.full.counted);
+  std::vector<Batch> val = validation_batches(*dataset, batches, batch, validation_seed(seed));
+  std::size_t period = 0;
+  if (flags.repeat) {
+    RepeatedRows repeated = repeated_rows(val);
+    period = repeated.period;
+    const EvalResult first = evaluate_batches(model, repeated.first_copy);
+    const EvalResult second = evaluate_batches(model, repeated.second_copy);
+    fmt::print("repeated  each row's first {} tokens, then the same again; every target counted\n", period);
+    fmt::print("copies    loss on the first copy {:.4f}, on the second {:.4f} (second / first {:.2f}: below 1, the "
+               "model reads the first copy)\n",
+               first.loss, second.loss, second.loss / first.loss);
+    val = std::move(repeated.batches);
+  }
+  const HeadReport r = analyze_heads(model, val, true, period);
+  fmt::print("full      {} loss {:.4f}, accuracy {:.2f}% ({} counted targets)\n\n", period > 0 ? "repeated" : "val",
+             r.full.loss, 100 * r.full.accuracy, r.full.counted);
   fmt::print("layer  head  loss+ (masked)  acc- (masked)  importance  in layer  confidence  entropy  offset  share  "
-             "prev-token  induction\n");
+             "prev-token  induction{}\n",
+             period > 0 ? "  repeat-ind" : "");
   for (const HeadStats& s : r.heads) {
     fmt::print("{:>5}  {:>4}  {:>14.3g}  {:>12.2f}%  {:>10.3g}  {:>8.3f}  {:>10.3f}  {:>7.3f}  {:>6}  {:>4.0f}%  {:>10.3f}  "
-               "{:>9}\n",
+               "{:>9}{}\n",
                s.layer, s.head, s.loss_increase, 100 * s.accuracy_drop, s.importance, s.importance_in_layer,
                s.confidence, s.entropy, s.dominant_offset, 100 * s.offset_share, s.previous_token,
-               std::isnan(s.induction) ? std::string("-") : fmt::format("{:.3f}", s.induction));
+               std::isnan(s.induction) ? std::string("-") : fmt::format("{:.3f}", s.induction),
+               period > 0 ? fmt::format("  {:>10.3f}", s.repeat_induction) : std::string());
   }
   write_file_atomically(out / "heads.csv", heads_csv(r));
   fmt::print("\nwrote {}\n", (out / "heads.csv").string());
@@ -196,6 +217,11 @@ Run add_heads_command(CLI::App& app) {
                 "Also remove heads one at a time (least important first by importance normalised per layer as "
                 "Michel et al. do; by raw importance; by single-head loss increase; in a random order) and write the validation accuracy and loss after "
                 "each removal to prune.csv and prune.svg");
+  cmd->add_flag("--repeat", f->repeat,
+                "Measure on the validation rows repeated: each row's first half, then the same again, every target "
+                "counted. Prints the loss on each copy and adds each head's repeat-induction score, the mean weight a "
+                "query of the second copy puts on the key after its twin in the first (the token to predict): the "
+                "induction-head test of Olsson et al. (2022), which works on real text. Not for a classifier");
   return [f] { return run_heads(*f); };
 }
 

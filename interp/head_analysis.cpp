@@ -30,13 +30,15 @@ void gate_out(TransformerLM<float>& model, const std::vector<std::pair<std::size
 
 // Running sums of the per-query attention statistics of one head.
 struct AttentionSums {
-  double confidence = 0, entropy = 0, previous = 0, induction = 0;
-  std::size_t queries = 0, induction_queries = 0;
+  double confidence = 0, entropy = 0, previous = 0, induction = 0, repeat = 0;
+  std::size_t queries = 0, induction_queries = 0, repeat_queries = 0;
   std::map<long, std::size_t> offsets;  // query - argmax key -> count
 };
 
 // Adds one batch's weights (B, H, T, T) of one layer to `sums` (one per head).
-void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, std::vector<AttentionSums>& sums) {
+// period: the rows' repeat period (0: none).
+void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, std::size_t period,
+                   std::vector<AttentionSums>& sums) {
   const std::size_t B = w.shape()[0], H = w.shape()[1], T = w.shape()[2];
   for (std::size_t b = 0; b < B; ++b) {
     // latest[q]: the latest position p < q holding inputs(b, q), or T if none.
@@ -66,6 +68,10 @@ void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, std::ve
           s.induction += row[latest[q] + 1];  // latest[q] + 1 <= q: inside the causal window
           ++s.induction_queries;
         }
+        if (period > 0 && q >= period) {
+          s.repeat += row[q - period + 1];
+          ++s.repeat_queries;
+        }
       }
     }
   }
@@ -73,7 +79,8 @@ void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, std::ve
 
 }  // namespace
 
-HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches, bool importance_pass) {
+HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches, bool importance_pass,
+                         std::size_t repeat_period) {
   if (batches.empty()) throw std::invalid_argument("analyze_heads: no validation batches");
   const bool was_training = model.is_training();
   model.eval();
@@ -141,7 +148,7 @@ HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& 
       const auto [inputs, targets] = shift_tokens(b.tokens);
       std::vector<Tensor<float>> weights;
       model.forward(inputs, &weights);
-      for (std::size_t l = 0; l < L; ++l) add_attention(weights[l].value(), inputs, sums[l]);
+      for (std::size_t l = 0; l < L; ++l) add_attention(weights[l].value(), inputs, repeat_period, sums[l]);
     }
   }
   for (std::size_t l = 0; l < L; ++l) {
@@ -154,6 +161,7 @@ HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& 
       s.previous_token = a.previous / q;
       s.induction = a.induction_queries > 0 ? a.induction / static_cast<double>(a.induction_queries)
                                             : std::numeric_limits<double>::quiet_NaN();
+      if (a.repeat_queries > 0) s.repeat_induction = a.repeat / static_cast<double>(a.repeat_queries);
       // The most frequent offset; ties to the smaller offset (the map is ordered).
       std::size_t best = 0;
       for (const auto& [offset, count] : a.offsets) {
@@ -167,6 +175,32 @@ HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& 
   }
   model.train(was_training);
   return report;
+}
+
+RepeatedRows repeated_rows(const std::vector<Batch>& batches) {
+  RepeatedRows out;
+  for (const Batch& b : batches) {
+    const std::size_t B = b.tokens.shape()[0], R = b.tokens.shape()[1], T = R - 1;
+    if (R < 4) throw std::invalid_argument(fmt::format("repeated_rows: rows of {} tokens are too short to repeat", R));
+    const std::size_t P = R / 2;
+    out.period = P;
+    Batch all{IndexArray::from_shape({B, R}), Mask::from_shape({B, T})};
+    for (std::size_t r = 0; r < B; ++r) {
+      for (std::size_t t = 0; t < R; ++t) all.tokens(r, t) = b.tokens(r, t % P);
+    }
+    Batch first{all.tokens, all.target_mask}, second{all.tokens, all.target_mask};
+    for (std::size_t r = 0; r < B; ++r) {
+      for (std::size_t t = 0; t < T; ++t) {  // target t is token t + 1
+        all.target_mask(r, t) = true;
+        first.target_mask(r, t) = t + 1 < P;
+        second.target_mask(r, t) = t >= P;
+      }
+    }
+    out.batches.push_back(std::move(all));
+    out.first_copy.push_back(std::move(first));
+    out.second_copy.push_back(std::move(second));
+  }
+  return out;
 }
 
 std::vector<PrunePoint> prune_curve(TransformerLM<float>& model, const std::vector<Batch>& batches,

@@ -20,12 +20,20 @@
 //                   occurred before (an induction head attends to the token after
 //                   the previous occurrence of the current one); NaN when no query
 //                   of the batches repeats a token.
+//   repeat induction on rows that repeat themselves with period P (repeated_rows),
+//                   the mean weight a query q >= P puts on key q - P + 1: the token
+//                   after its twin one period back, which is the token to predict
+//                   (Olsson et al., 2022, "In-context Learning and Induction Heads",
+//                   on a repeated sequence). On real text the plain induction score
+//                   mixes in every earlier occurrence of a frequent character; this
+//                   one reads only the copy. NaN unless a period is given.
 //
 // The per-query statistics skip query 0, which has one key under the causal mask and
 // so a weight of exactly 1 in every head.
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +57,7 @@ struct HeadStats {
   double offset_share = 0;       // share of queries whose argmax key is at dominant_offset
   double previous_token = 0;
   double induction = 0;          // NaN when no query repeats an earlier token
+  double repeat_induction = std::numeric_limits<double>::quiet_NaN();  // with a repeat period only
 };
 
 struct HeadReport {
@@ -61,7 +70,23 @@ struct HeadReport {
 // gradients zero. Throws std::invalid_argument when `batches` is empty.
 // With importance false, the importance fields stay 0 and no backward pass runs
 // (what train --track-heads needs at every validation, interp/head_tracking.hpp).
-HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches, bool importance = true);
+// repeat_period: the period P of rows made by repeated_rows, for repeat_induction
+// (0: none).
+HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches, bool importance = true,
+                         std::size_t repeat_period = 0);
+
+// Rows that repeat: each row of `batches` cut to its first P = (T + 1) / 2 tokens,
+// written again from its start until the row is full (T + 1 tokens), every target
+// counted. A model that reads the first copy predicts the second better.
+struct RepeatedRows {
+  std::vector<Batch> batches;
+  std::size_t period = 0;  // P
+  // The same rows with only the first copy's targets counted (positions 1 .. P-1),
+  // and only the second copy's whose previous token has a twin (P+1 .. T).
+  std::vector<Batch> first_copy, second_copy;
+};
+// Throws std::invalid_argument when the rows are too short to repeat (T + 1 < 4).
+RepeatedRows repeated_rows(const std::vector<Batch>& batches);
 
 struct PrunePoint {
   std::size_t removed = 0;  // heads gated out so far

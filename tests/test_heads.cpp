@@ -4,6 +4,7 @@
 // repeat model (the first induction layout) the head that does induction; the command's files and errors.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -164,6 +165,43 @@ TEST_CASE("heads: uniform attention (q_proj zero) gives the closed-form statisti
   }
 }
 
+TEST_CASE("repeated_rows: each row's first half again, masks per copy, and uniform attention's repeat-induction score") {
+  Fixture f;
+  const hr::RepeatedRows rep = hr::repeated_rows(f.batches);
+  const std::size_t R = 9, P = 4;  // seq_len 8: 9 tokens a row, a period of 4
+  CHECK(rep.period == P);
+  REQUIRE(rep.batches.size() == f.batches.size());
+  for (std::size_t i = 0; i < rep.batches.size(); ++i) {
+    const hr::Batch& b = rep.batches[i];
+    REQUIRE(b.tokens.shape()[1] == R);
+    for (std::size_t r = 0; r < b.tokens.shape()[0]; ++r) {
+      for (std::size_t t = 0; t < R; ++t) CHECK(b.tokens(r, t) == f.batches[i].tokens(r, t % P));
+      for (std::size_t t = 0; t < R - 1; ++t) {  // target t is token t + 1
+        CHECK(b.target_mask(r, t));
+        CHECK(rep.first_copy[i].target_mask(r, t) == (t + 1 < P));
+        CHECK(rep.second_copy[i].target_mask(r, t) == (t >= P));
+      }
+    }
+  }
+  CHECK(error_of([] {
+          hr::Batch tiny{hr::IndexArray::from_shape({1, 3}), hr::Mask::from_shape({1, 2})};
+          hr::repeated_rows({tiny});
+        }) == "repeated_rows: rows of 3 tokens are too short to repeat");
+
+  // Uniform attention: query q puts 1/(q+1) on key q - P + 1, for q = P .. 7.
+  for (std::size_t l = 0; l < 2; ++l) {
+    parameter(f.model, fmt::format("blocks.{}.attn.q_proj.weight", l)).mutable_value().fill(0);
+    parameter(f.model, fmt::format("blocks.{}.attn.q_proj.bias", l)).mutable_value().fill(0);
+  }
+  double expected = 0;
+  for (std::size_t q = P; q < R - 1; ++q) expected += 1.0 / static_cast<double>(q + 1);
+  expected /= static_cast<double>(R - 1 - P);
+  const hr::HeadReport r = hr::analyze_heads(f.model, rep.batches, false, rep.period);
+  for (const hr::HeadStats& s : r.heads) CHECK(s.repeat_induction == doctest::Approx(expected).epsilon(1e-5));
+  // Without a period the score is not measured.
+  CHECK(std::isnan(hr::analyze_heads(f.model, rep.batches, false).heads[0].repeat_induction));
+}
+
 TEST_CASE("headroom heads on a trained repeat model finds the induction head, and --prune writes the curves") {
   const TempDir tmp("heads_repeat");
   const fs::path& dir = tmp.path();
@@ -192,6 +230,27 @@ TEST_CASE("headroom heads on a trained repeat model finds the induction head, an
     found = found || (heads[i][offset] == "3" && std::stod(heads[i][induction]) > 0.5);
   }
   CHECK_MESSAGE(found, "no head with dominant offset 3 and induction score > 0.5");
+
+  // --repeat: the rows' first 4 tokens again; the model's own task repeats with period
+  // 4 too, so its induction head reads the copy and the second copy is predicted far
+  // better than the first (whose tokens are random).
+  const CliResult repeated = run_headroom("heads --model " + dir.string() + " --repeat --out " + (dir / "rep").string());
+  INFO(repeated.output);
+  REQUIRE(repeated.status == 0);
+  const std::size_t at = repeated.output.find("copies    loss on the first copy ");
+  REQUIRE(at != std::string::npos);
+  double first = 0, second = 0;
+  REQUIRE(std::sscanf(repeated.output.c_str() + at, "copies    loss on the first copy %lf, on the second %lf", &first,
+                      &second) == 2);
+  CHECK(second < 0.5 * first);
+  const auto rep = read_csv(dir / "rep" / "heads.csv");
+  const std::size_t repeat_column = column("repeat_induction");
+  REQUIRE(rep[0][repeat_column] == "repeat_induction");
+  double best = 0;
+  for (std::size_t i = 1; i < rep.size(); ++i) best = std::max(best, std::stod(rep[i][repeat_column]));
+  CHECK(best > 0.5);
+  // Without --repeat the column is there and empty.
+  CHECK(heads[1][column("repeat_induction")].empty());
 
   // Four orders, each from the full model (removed 0) to every head removed (8).
   const auto prune = read_csv(dir / "prune.csv");
