@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cmath>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,9 @@ struct PointNumbers {
   // Per seed, the val loss at the run's second-to-last validation minus that at its
   // last: how much it was still gaining when it stopped (empty below two validations).
   SeedStats last_gain{};
+  // The in-context-learning score at each seed's last validation (train/evaluate.hpp:
+  // the loss late in the context minus early; negative when the model uses it).
+  SeedStats icl_score{};
   std::size_t parameters = 0, attention_parameters = 0;
   std::vector<double> seed_losses{};  // each finished seed's loss() value, in run order
   // Seeds whose val loss was still falling when they stopped (train/convergence.hpp),
@@ -76,6 +81,21 @@ struct InitPoint {
   bool scaled = true;  // attn_scale 1/sqrt(d_k); false: 1
   std::uint64_t seed = 0;
   InitAttention attention{};
+};
+
+// Claim 10's measurement of one trained model of the kjv sweep, on the same
+// validation rows for every model, repeated (interp/head_analysis.hpp,
+// repeated_rows): the strongest previous-token and repeat-induction heads, the loss
+// on the second copy over the first, and the heads that keep one offset.
+struct HeadRoles {
+  std::string point;  // "h4-dk16"
+  std::uint64_t seed = 0;
+  double previous_token = NAN;    // the largest previous-token score of any head
+  double repeat_induction = NAN;  // the largest repeat-induction score of any head
+  double copy_ratio = NAN;        // loss on the second copy / loss on the first
+  // Heads whose dominant offset (query - argmax key) is held by at least half their
+  // queries, by offset: {1: 2} is two previous-token heads by argmax.
+  std::map<long, std::size_t> offset_heads{};
 };
 
 // One row of the report.
@@ -150,5 +170,12 @@ std::vector<ClaimRow> assess_classifier_heads(const SweepNumbers& sweep);
 // per character); 9b: a shallow U: the most heads lose to the best of the heads
 // between, and by less than one head does.
 std::vector<ClaimRow> assess_text_heads(const SweepNumbers& sweep);
+// A head that does a thing puts most of its weight on it: the score it must reach.
+inline constexpr double kHeadRoleScore = 0.5;
+// 10a: the trained kjv models have a previous-token head (at_least_rule on the
+// largest previous-token score, kHeadRoleScore); 10b: and an induction head that
+// works (the largest repeat-induction score at least kHeadRoleScore, and the second
+// copy's loss at most half the first's), both at the point of lowest mean val loss.
+std::vector<ClaimRow> assess_head_roles(const SweepNumbers& sweep, const std::vector<HeadRoles>& roles);
 
 }  // namespace headroom

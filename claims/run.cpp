@@ -12,7 +12,11 @@
 
 #include "ablate/report.hpp"
 #include "data/corpus.hpp"
+#include "interp/head_analysis.hpp"
+#include "nn/checkpoint.hpp"
 #include "nn/safetensors.hpp"
+#include "train/evaluate.hpp"
+#include "train/trainer.hpp"
 #include "nn/strict_json.hpp"
 
 namespace headroom {
@@ -34,6 +38,35 @@ std::vector<InitPoint> measure_init(const SweepPlan& plan) {
                    .scaled = m.attn_scale.value_or(0) != 1.0,
                    .seed = run.seed,
                    .attention = init_attention(run.config, run.seed, kInitRows)});
+  }
+  return out;
+}
+
+// Validation rows claim 10 measures each model on: the same for every model.
+constexpr std::size_t kRoleBatches = 4, kRoleBatch = 32;
+
+// Claim 10's measurement of every finished run of the kjv sweep (its model file in
+// DIR/runs/<id>), on one set of repeated validation rows drawn once.
+std::vector<HeadRoles> measure_roles(const std::vector<RunResult>& results, const fs::path& sweep_dir) {
+  std::vector<HeadRoles> out;
+  if (results.empty()) return out;
+  const std::unique_ptr<Dataset> data = make_dataset(results.front().run->config);
+  const RepeatedRows rows = repeated_rows(validation_batches(*data, kRoleBatches, kRoleBatch, validation_seed(0)));
+  for (const RunResult& r : results) {
+    const fs::path file = sweep_dir / "runs" / r.run->id / "model.safetensors";
+    std::error_code ec;
+    if (!fs::exists(file, ec)) continue;
+    LoadedModel<float> loaded = load_model<float>(file);
+    TransformerLM<float>& model = *loaded.model;
+    HeadRoles roles{.point = r.run->point, .seed = r.run->seed};
+    roles.previous_token = roles.repeat_induction = -INFINITY;
+    for (const HeadStats& s : attention_statistics(model, rows.batches, rows.period)) {
+      roles.previous_token = std::max(roles.previous_token, s.previous_token);
+      roles.repeat_induction = std::max(roles.repeat_induction, s.repeat_induction);
+      if (2 * s.offset_share >= 1) ++roles.offset_heads[s.dominant_offset];
+    }
+    roles.copy_ratio = evaluate_batches(model, rows.second_copy).loss / evaluate_batches(model, rows.first_copy).loss;
+    out.push_back(std::move(roles));
   }
   return out;
 }
@@ -89,7 +122,8 @@ namespace {
 // measurements at initialisation (by sweep name).
 std::vector<ClaimRow> assess_claims(const Study& study, const std::vector<SweepPlan>& plans,
                                     const std::vector<SweepNumbers>& numbers,
-                                    const std::map<std::string, std::vector<InitPoint>>& init) {
+                                    const std::map<std::string, std::vector<InitPoint>>& init,
+                                    const std::vector<HeadRoles>& roles) {
   auto at = [&](const std::string& name) -> const SweepNumbers& {
     for (std::size_t i = 0; i < numbers.size(); ++i) {
       if (study.sweeps[i].name == name) return numbers[i];
@@ -104,6 +138,7 @@ std::vector<ClaimRow> assess_claims(const Study& study, const std::vector<SweepP
   if (study.suite == Suite::text) {
     for (ClaimRow& r : assess_classifier_heads(at("8-classifier-heads"))) rows.push_back(std::move(r));
     for (ClaimRow& r : assess_text_heads(at("9-kjv-heads"))) rows.push_back(std::move(r));
+    for (ClaimRow& r : assess_head_roles(at("9-kjv-heads"), roles)) rows.push_back(std::move(r));
     return rows;
   }
   rows.push_back(assess_mha_parameters(&at("4-heads-lags")));
@@ -128,6 +163,7 @@ std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPl
   // Every seed, then set A and set B alone: the same rules on each.
   std::array<std::vector<SweepNumbers>, 3> numbers;
   std::array<std::map<std::string, std::vector<InitPoint>>, 3> init;
+  std::array<std::vector<HeadRoles>, 3> roles;
   const auto in = [&](std::size_t which, std::uint64_t seed) {
     return which == 0 || study.set_of(seed) == (which == 1 ? SeedSet::a : SeedSet::b);
   };
@@ -139,20 +175,26 @@ std::vector<ClaimRow> assess_study(const Study& study, const std::vector<SweepPl
         fs::exists(sweep_dir, ec) ? collect_results(plans[i], sweep_dir, kTargetAccuracy) : std::vector<RunResult>{};
     const bool at_init = name == "2-attn-scale" || name == "2-attn-scale-unit-init";
     const std::vector<InitPoint> measured = at_init ? measure_init(plans[i]) : std::vector<InitPoint>{};
+    const std::vector<HeadRoles> measured_roles =
+        study.suite == Suite::text && name == "9-kjv-heads" ? measure_roles(results, sweep_dir) : std::vector<HeadRoles>{};
     for (std::size_t which = 0; which < 3; ++which) {
       std::vector<RunResult> kept;
       for (const RunResult& r : results) {
         if (in(which, r.run->seed)) kept.push_back(r);
       }
       numbers[which].push_back(sweep_numbers(name, plans[i], kept));
+      for (const HeadRoles& r : measured_roles) {
+        if (in(which, r.seed)) roles[which].push_back(r);
+      }
       if (!at_init) continue;
       for (const InitPoint& p : measured) {
         if (in(which, p.seed)) init[which][name].push_back(p);
       }
     }
   }
-  std::vector<ClaimRow> rows = assess_claims(study, plans, numbers[0], init[0]);
-  add_replication(rows, assess_claims(study, plans, numbers[1], init[1]), assess_claims(study, plans, numbers[2], init[2]));
+  std::vector<ClaimRow> rows = assess_claims(study, plans, numbers[0], init[0], roles[0]);
+  add_replication(rows, assess_claims(study, plans, numbers[1], init[1], roles[1]),
+                  assess_claims(study, plans, numbers[2], init[2], roles[2]));
   // Seeds a set: the most finished seeds either set has at a compared point; when the
   // claim compares none (it reads every point: 2a's slopes), the seeds every point has.
   for (ClaimRow& r : rows) {

@@ -150,7 +150,7 @@ Study make_text_study(Budget budget, std::optional<std::size_t> seeds, std::uint
   // Claim 9: Table 3 row A's question on characters: bits per character of the King
   // James Bible against h at fixed d_model.
   study.sweeps.push_back(text_sweep("9-kjv-heads",
-                                    "a character model of the King James Bible, heads at fixed computation: claim 9",
+                                    "a character model of the King James Bible, heads at fixed computation: claims 9 and 10",
                                     "kjv", b.kjv_seq_len, b.kjv_steps, b.kjv_eval_batches, b, n, seed_offset));
   return study;
 }

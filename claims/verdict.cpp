@@ -105,6 +105,14 @@ Verdict near_zero_rule(const SeedStats& x, double tolerance) {
   return Verdict::inconclusive;
 }
 
+Verdict at_least_rule(const SeedStats& x, double threshold) {
+  double mean = 0, se = 0;
+  if (!mean_and_se(x, mean, se)) return Verdict::inconclusive;
+  if (mean - 2 * se >= threshold) return Verdict::supported;
+  if (mean + 2 * se < threshold) return Verdict::contradicted;
+  return Verdict::inconclusive;
+}
+
 Verdict slope_rule(const SeedStats& slope, double predicted, double tolerance) {
   double mean = 0, se = 0;
   if (!mean_and_se(slope, mean, se)) return Verdict::inconclusive;

@@ -65,6 +65,13 @@ std::string lower_rule_text(const std::string& subject, double margin, const std
 //   inconclusive  otherwise, and below 2 seeds. se = sd / sqrt(n).
 Verdict near_zero_rule(const SeedStats& x, double tolerance);
 
+// The claim "x reaches the threshold" (a score a head must reach to be called one):
+//   supported     mean - 2 se >= threshold;
+//   contradicted  mean + 2 se < threshold;
+//   inconclusive  otherwise, and below 2 seeds. se = sd / sqrt(n).
+// near_zero_rule is its mirror, "x stays at or below the tolerance".
+Verdict at_least_rule(const SeedStats& x, double threshold);
+
 // The claim "the slope is `predicted`", from one fitted slope per seed:
 //   supported     |mean - predicted| <= tolerance;
 //   contradicted  |mean - predicted| - 2 se > tolerance;

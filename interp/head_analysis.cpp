@@ -79,6 +79,48 @@ void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, std::si
 
 }  // namespace
 
+std::vector<HeadStats> attention_statistics(TransformerLM<float>& model, const std::vector<Batch>& batches,
+                                            std::size_t repeat_period) {
+  const std::size_t L = model.n_layers();
+  const std::size_t H = model.config().n_heads;
+  std::vector<std::vector<AttentionSums>> sums(L, std::vector<AttentionSums>(H));
+  {
+    const EvalScope eval(model);
+    for (const Batch& b : batches) {
+      const auto [inputs, targets] = shift_tokens(b.tokens);
+      std::vector<Tensor<float>> weights;
+      model.forward(inputs, &weights);
+      for (std::size_t l = 0; l < L; ++l) add_attention(weights[l].value(), inputs, repeat_period, sums[l]);
+    }
+  }
+  std::vector<HeadStats> out(L * H);
+  for (std::size_t l = 0; l < L; ++l) {
+    for (std::size_t h = 0; h < H; ++h) {
+      const AttentionSums& a = sums[l][h];
+      HeadStats& s = out[l * H + h];
+      s.layer = l;
+      s.head = h;
+      const double q = static_cast<double>(std::max<std::size_t>(a.queries, 1));
+      s.confidence = a.confidence / q;
+      s.entropy = a.entropy / q;
+      s.previous_token = a.previous / q;
+      s.induction = a.induction_queries > 0 ? a.induction / static_cast<double>(a.induction_queries)
+                                            : std::numeric_limits<double>::quiet_NaN();
+      if (a.repeat_queries > 0) s.repeat_induction = a.repeat / static_cast<double>(a.repeat_queries);
+      // The most frequent offset; ties to the smaller offset (the map is ordered).
+      std::size_t best = 0;
+      for (const auto& [offset, count] : a.offsets) {
+        if (count > best) {
+          best = count;
+          s.dominant_offset = offset;
+        }
+      }
+      s.offset_share = static_cast<double>(best) / q;
+    }
+  }
+  return out;
+}
+
 HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches, bool importance_pass,
                          std::size_t repeat_period) {
   if (batches.empty()) throw std::invalid_argument("analyze_heads: no validation batches");
@@ -141,37 +183,17 @@ HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& 
   }
 
   // Attention statistics.
-  std::vector<std::vector<AttentionSums>> sums(L, std::vector<AttentionSums>(H));
-  {
-    NoGrad no_grad;
-    for (const Batch& b : batches) {
-      const auto [inputs, targets] = shift_tokens(b.tokens);
-      std::vector<Tensor<float>> weights;
-      model.forward(inputs, &weights);
-      for (std::size_t l = 0; l < L; ++l) add_attention(weights[l].value(), inputs, repeat_period, sums[l]);
-    }
-  }
-  for (std::size_t l = 0; l < L; ++l) {
-    for (std::size_t h = 0; h < H; ++h) {
-      const AttentionSums& a = sums[l][h];
-      HeadStats& s = report.heads[l * H + h];
-      const double q = static_cast<double>(std::max<std::size_t>(a.queries, 1));
-      s.confidence = a.confidence / q;
-      s.entropy = a.entropy / q;
-      s.previous_token = a.previous / q;
-      s.induction = a.induction_queries > 0 ? a.induction / static_cast<double>(a.induction_queries)
-                                            : std::numeric_limits<double>::quiet_NaN();
-      if (a.repeat_queries > 0) s.repeat_induction = a.repeat / static_cast<double>(a.repeat_queries);
-      // The most frequent offset; ties to the smaller offset (the map is ordered).
-      std::size_t best = 0;
-      for (const auto& [offset, count] : a.offsets) {
-        if (count > best) {
-          best = count;
-          s.dominant_offset = offset;
-        }
-      }
-      s.offset_share = static_cast<double>(best) / q;
-    }
+  const std::vector<HeadStats> attention = attention_statistics(model, batches, repeat_period);
+  for (std::size_t i = 0; i < attention.size(); ++i) {
+    HeadStats& s = report.heads[i];
+    const HeadStats& a = attention[i];
+    s.confidence = a.confidence;
+    s.entropy = a.entropy;
+    s.previous_token = a.previous_token;
+    s.induction = a.induction;
+    s.repeat_induction = a.repeat_induction;
+    s.dominant_offset = a.dominant_offset;
+    s.offset_share = a.offset_share;
   }
   model.train(was_training);
   return report;

@@ -75,6 +75,13 @@ struct HeadReport {
 HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches, bool importance = true,
                          std::size_t repeat_period = 0);
 
+// The attention statistics alone (confidence, entropy, dominant offset and its share,
+// previous-token, induction, and repeat induction with a period), layer-major, from
+// one forward pass per batch: what analyze_heads reports beside the gating costs,
+// without them. Leaves the model's mode as it was.
+std::vector<HeadStats> attention_statistics(TransformerLM<float>& model, const std::vector<Batch>& batches,
+                                            std::size_t repeat_period = 0);
+
 // Rows that repeat: each row of `batches` cut to its first P = (T + 1) / 2 tokens,
 // written again from its start until the row is full (T + 1 tokens), every target
 // counted. A model that reads the first copy predicts the second better.

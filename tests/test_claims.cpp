@@ -155,6 +155,19 @@ TEST_CASE("claims rules: every threshold of every rule, on both sides") {
   CHECK(hr::near_zero_rule(stats(0, 0, 2), 0.05) == V::supported);
   CHECK(hr::near_zero_rule(stats(NAN, 0, 4), 0.05) == V::inconclusive);
 
+  // At least, x of sd 2 over 4 seeds: se 1. Supported: mean - 2 se >= threshold.
+  const auto least = [](double mean, double threshold) { return hr::at_least_rule(stats(mean, 2.0, 4), threshold); };
+  CHECK(least(5.0, 3.0) == V::supported);
+  CHECK(least(5.0, 3.0 + e) == V::inconclusive);
+  CHECK(least(5.0, 3.5) == V::inconclusive);  // mean - 1 se >= 3.5 > mean - 2 se
+  // Contradicted: mean + 2 se < threshold, strictly.
+  CHECK(least(1.0, 3.0 + e) == V::contradicted);
+  CHECK(least(1.0, 3.0) == V::inconclusive);
+  CHECK(least(1.0, 2.5) == V::inconclusive);  // mean + 1 se < 2.5 <= mean + 2 se
+  CHECK(hr::at_least_rule(stats(1, 0, 1), 0.5) == V::inconclusive);
+  CHECK(hr::at_least_rule(stats(1, 0, 2), 0.5) == V::supported);
+  CHECK(hr::at_least_rule(stats(NAN, 0, 4), 0.5) == V::inconclusive);
+
   // Slope, predicted 0.5, se 1. Supported: |mean - predicted| <= tolerance, either side.
   const auto slope = [](double mean, double tolerance) { return hr::slope_rule(stats(mean, 2.0, 4), 0.5, tolerance); };
   CHECK(slope(0.75, 0.25) == V::supported);
@@ -499,6 +512,50 @@ TEST_CASE("claim 9: bits per character against heads on real text, one head lose
   CHECK_FALSE(rows[1].seeds_can_decide);
 }
 
+TEST_CASE("claim 10: a previous-token head and an induction head that reads the repeat, at the best point") {
+  const hr::SweepNumbers sweep{.name = "9-kjv-heads",
+                               .points = {text_point(1, {}, stats(1.50, 0.005, 3), stats(60000, 300, 3)),
+                                          text_point(4, {}, stats(1.40, 0.005, 3), stats(55000, 300, 3))}};
+  const auto roles = [](std::vector<double> previous, std::vector<double> induction, std::vector<double> ratio) {
+    std::vector<hr::HeadRoles> out;
+    for (std::size_t i = 0; i < previous.size(); ++i) {
+      out.push_back({.point = "h4-dk16", .seed = i, .previous_token = previous[i], .repeat_induction = induction[i],
+                     .copy_ratio = ratio[i], .offset_heads = {{1, 1}, {0, 2}}});
+      // The one-head point's models do nothing of the kind; the rule reads the best point.
+      out.push_back({.point = "h1-dk64", .seed = i, .previous_token = 0.1, .repeat_induction = 0.1, .copy_ratio = 1.0});
+    }
+    return out;
+  };
+  using V = hr::Verdict;
+  std::vector<hr::ClaimRow> rows = hr::assess_head_roles(sweep, roles({0.8, 0.85, 0.9}, {0.7, 0.75, 0.8}, {0.3, 0.32, 0.34}));
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].id == "10a");
+  CHECK(rows[1].id == "10b");
+  CHECK(rows[0].verdict == V::supported);
+  CHECK(rows[1].verdict == V::supported);
+  CHECK(rows[0].compared == std::vector<hr::ClaimRow::Point>{{"9-kjv-heads", "h4-dk16"}});
+  CHECK(rows[0].summary == "h=4: strongest previous-token head 0.850");
+  CHECK(rows[1].summary == "h=4: strongest repeat-induction head 0.750; second / first copy loss 0.320");
+  CHECK(rows[0].numbers[1] ==
+        "h=4: strongest previous-token head 0.850 (sd 0.050, n 3); strongest repeat-induction head 0.750 (sd 0.050, n "
+        "3); second / first copy loss 0.320 (sd 0.020, n 3); ICL score n/a; heads holding one offset for half their "
+        "queries, over 3 models: 6 at offset 0, 3 at offset 1");
+  // No previous-token head: 10a contradicted. An induction head whose model does not
+  // read the repeat (the second copy no better): 10b contradicted.
+  rows = hr::assess_head_roles(sweep, roles({0.2, 0.25, 0.3}, {0.7, 0.75, 0.8}, {0.9, 0.95, 1.0}));
+  CHECK(rows[0].verdict == V::contradicted);
+  CHECK(rows[1].verdict == V::contradicted);
+  // Around the threshold, within the seeds' noise: undecided.
+  rows = hr::assess_head_roles(sweep, roles({0.3, 0.5, 0.7}, {0.3, 0.5, 0.7}, {0.3, 0.32, 0.34}));
+  CHECK(rows[0].verdict == V::inconclusive);
+  CHECK(rows[1].verdict == V::inconclusive);
+  // Nothing measured: said so, and seeds cannot decide it.
+  rows = hr::assess_head_roles(sweep, {});
+  CHECK(rows[0].verdict == V::inconclusive);
+  CHECK_FALSE(rows[0].seeds_can_decide);
+  CHECK(rows[0].finding == "No trained model of the sweep has been measured.");
+}
+
 TEST_CASE("claims --text study: its sweeps on Debian's corpora, commands, seeds and claims.json") {
   const hr::Study full = hr::make_study(hr::Budget::full, std::nullopt, 0, std::nullopt, hr::Suite::text);
   CHECK(full.seeds == 3);
@@ -732,11 +789,17 @@ TEST_CASE("headroom claims --text: the smoke study on the corpora end to end, re
   REQUIRE(r.status == 0);
   CHECK(r.output.find("headroom claims on real text: budget smoke") != std::string::npos);
   const std::string md = read_file(dir / "claims.md");
-  for (const char* id : {"8a", "8b", "9a", "9b"}) CHECK(md.find(std::string("\n| ") + id + " | ") != std::string::npos);
+  for (const char* id : {"8a", "8b", "9a", "9b", "10a", "10b"}) {
+    CHECK(md.find(std::string("\n| ") + id + " | ") != std::string::npos);
+  }
+  // Claim 10 measured every finished model of the kjv sweep (at least 4 seeds a point).
+  const std::string measured = "heads holding one offset for half their queries, over ";
+  REQUIRE(md.find(measured) != std::string::npos);
+  CHECK(std::stoul(md.substr(md.find(measured) + measured.size())) >= 4);
   CHECK(md.find("Real text (Debian's corpora), budget **smoke**") != std::string::npos);
   CHECK(count_of(md, " | supported, ") + count_of(md, " | contradicted, ") +
             count_of(md, " | inconclusive at this budget, ") ==
-        4);
+        6);
   for (const char* sweep : {"8-classifier-heads", "9-kjv-heads"}) {
     CHECK(fs::exists(dir / sweep / "results.csv"));
     CHECK(fs::exists(dir / sweep / "report.html"));
