@@ -1144,25 +1144,29 @@ std::vector<ClaimRow> assess_head_roles(const SweepNumbers& sweep, const std::ve
              .summary = {}};
   // Per point, the seeds' numbers.
   struct PointRoles {
-    SeedStats previous, induction, ratio;
+    SeedStats previous, induction, ratio, word, line;
     std::map<long, std::size_t> offsets;  // summed over seeds
     std::size_t models = 0;
   };
   std::map<std::string, PointRoles> by_point;
   for (const PointNumbers& p : sweep.points) {
-    std::vector<double> previous, induction, ratio;
+    std::vector<double> previous, induction, ratio, word, line;
     PointRoles pr;
     for (const HeadRoles& r : roles) {
       if (r.point != p.point) continue;
       previous.push_back(r.previous_token);
       induction.push_back(r.repeat_induction);
       ratio.push_back(r.copy_ratio);
+      if (std::isfinite(r.word_start)) word.push_back(r.word_start);
+      if (std::isfinite(r.line_start)) line.push_back(r.line_start);
       for (const auto& [offset, n] : r.offset_heads) pr.offsets[offset] += n;
       ++pr.models;
     }
     pr.previous = seed_stats(previous);
     pr.induction = seed_stats(induction);
     pr.ratio = seed_stats(ratio);
+    pr.word = seed_stats(word);
+    pr.line = seed_stats(line);
     by_point[p.point] = pr;
   }
   for (const PointNumbers* p : by_heads(sweep)) {
@@ -1173,9 +1177,11 @@ std::vector<ClaimRow> assess_head_roles(const SweepNumbers& sweep, const std::ve
     }
     const std::string line = fmt::format(
         "h={}: strongest previous-token head {}; strongest repeat-induction head {}; second / first copy loss {}; "
-        "ICL score {}; heads holding one offset for half their queries, over {} models: {}",
+        "strongest word-start head {}; strongest verse-start head {}; ICL score {}; heads holding one offset for half "
+        "their queries, over {} models: {}",
         p->config.model.n_heads, format_stats(pr.previous, 3), format_stats(pr.induction, 3), format_stats(pr.ratio, 3),
-        format_stats(p->icl_score, 3), pr.models, offsets.empty() ? "none" : offsets);
+        format_stats(pr.word, 3), format_stats(pr.line, 3), format_stats(p->icl_score, 3), pr.models,
+        offsets.empty() ? "none" : offsets);
     a.numbers.push_back(line);
     b.numbers.push_back(line);
   }

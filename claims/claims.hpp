@@ -93,6 +93,8 @@ struct HeadRoles {
   double previous_token = NAN;    // the largest previous-token score of any head
   double repeat_induction = NAN;  // the largest repeat-induction score of any head
   double copy_ratio = NAN;        // loss on the second copy / loss on the first
+  double word_start = NAN;        // the largest word-start score of any head
+  double line_start = NAN;        // the largest line-start (verse-start) score
   // Heads whose dominant offset (query - argmax key) is held by at least half their
   // queries, by offset: {1: 2} is two previous-token heads by argmax.
   std::map<long, std::size_t> offset_heads{};

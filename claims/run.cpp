@@ -52,6 +52,8 @@ std::vector<HeadRoles> measure_roles(const std::vector<RunResult>& results, cons
   if (results.empty()) return out;
   const std::unique_ptr<Dataset> data = make_dataset(results.front().run->config);
   const RepeatedRows rows = repeated_rows(validation_batches(*data, kRoleBatches, kRoleBatch, validation_seed(0)));
+  AttentionProbes probes = text_probes(*data);
+  probes.repeat_period = rows.period;
   for (const RunResult& r : results) {
     const fs::path file = sweep_dir / "runs" / r.run->id / "model.safetensors";
     std::error_code ec;
@@ -60,9 +62,11 @@ std::vector<HeadRoles> measure_roles(const std::vector<RunResult>& results, cons
     TransformerLM<float>& model = *loaded.model;
     HeadRoles roles{.point = r.run->point, .seed = r.run->seed};
     roles.previous_token = roles.repeat_induction = -INFINITY;
-    for (const HeadStats& s : attention_statistics(model, rows.batches, rows.period)) {
+    for (const HeadStats& s : attention_statistics(model, rows.batches, probes)) {
       roles.previous_token = std::max(roles.previous_token, s.previous_token);
       roles.repeat_induction = std::max(roles.repeat_induction, s.repeat_induction);
+      if (std::isfinite(s.word_start)) roles.word_start = std::fmax(roles.word_start, s.word_start);
+      if (std::isfinite(s.line_start)) roles.line_start = std::fmax(roles.line_start, s.line_start);
       if (2 * s.offset_share >= 1) ++roles.offset_heads[s.dominant_offset];
     }
     roles.copy_ratio = evaluate_batches(model, rows.second_copy).loss / evaluate_batches(model, rows.first_copy).loss;

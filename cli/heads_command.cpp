@@ -43,16 +43,20 @@ using HeadOrder = std::vector<std::pair<std::size_t, std::size_t>>;
 std::string heads_csv(const HeadReport& r) {
   std::string csv =
       "layer,head,masked_val_loss,masked_val_accuracy,loss_increase,accuracy_drop,importance,importance_in_layer,"
-      "confidence,entropy,dominant_offset,offset_share,previous_token,induction,repeat_induction\n";
+      "confidence,entropy,dominant_offset,offset_share,previous_token,induction,repeat_induction,word_start,"
+      "line_start\n";
   for (const HeadStats& s : r.heads) {
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.layer, s.head, csv_number(s.masked.loss),
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.layer, s.head, csv_number(s.masked.loss),
                        csv_number(s.masked.accuracy), csv_number(s.loss_increase), csv_number(s.accuracy_drop),
                        csv_number(s.importance), csv_number(s.importance_in_layer), csv_number(s.confidence), csv_number(s.entropy),
                        s.dominant_offset, csv_number(s.offset_share), csv_number(s.previous_token), csv_number(s.induction),
-                       csv_number(s.repeat_induction));
+                       csv_number(s.repeat_induction), csv_number(s.word_start), csv_number(s.line_start));
   }
   return csv;
 }
+
+// "0.123", or "-" for a statistic not measured on these rows.
+std::string optional_number(double v) { return std::isnan(v) ? std::string("-") : fmt::format("{:.3f}", v); }
 
 // Every head in a seeded random order (Fisher-Yates).
 HeadOrder random_order(const HeadReport& r, std::uint64_t seed) {
@@ -139,7 +143,9 @@ int run_heads(const HeadsFlags& flags) {
              batches == 1 ? "" : "es", batch, seed);
   std::fflush(stdout);
   std::vector<Batch> val = validation_batches(*dataset, batches, batch, validation_seed(seed));
-  std::size_t period = 0;
+  AttentionProbes probes = text_probes(*dataset);
+  const bool text = !probes.word_breaks.empty();
+  std::size_t& period = probes.repeat_period;
   if (flags.repeat) {
     RepeatedRows repeated = repeated_rows(val);
     period = repeated.period;
@@ -151,19 +157,21 @@ int run_heads(const HeadsFlags& flags) {
                first.loss, second.loss, second.loss / first.loss);
     val = std::move(repeated.batches);
   }
-  const HeadReport r = analyze_heads(model, val, true, period);
+  const HeadReport r = analyze_heads(model, val, true, probes);
   fmt::print("full      {} loss {:.4f}, accuracy {:.2f}% ({} counted targets)\n\n", period > 0 ? "repeated" : "val",
              r.full.loss, 100 * r.full.accuracy, r.full.counted);
   fmt::print("layer  head  loss+ (masked)  acc- (masked)  importance  in layer  confidence  entropy  offset  share  "
-             "prev-token  induction{}\n",
-             period > 0 ? "  repeat-ind" : "");
+             "prev-token  induction{}{}\n",
+             period > 0 ? "  repeat-ind" : "", text ? "  word-start  line-start" : "");
   for (const HeadStats& s : r.heads) {
     fmt::print("{:>5}  {:>4}  {:>14.3g}  {:>12.2f}%  {:>10.3g}  {:>8.3f}  {:>10.3f}  {:>7.3f}  {:>6}  {:>4.0f}%  {:>10.3f}  "
-               "{:>9}{}\n",
+               "{:>9}{}{}\n",
                s.layer, s.head, s.loss_increase, 100 * s.accuracy_drop, s.importance, s.importance_in_layer,
                s.confidence, s.entropy, s.dominant_offset, 100 * s.offset_share, s.previous_token,
                std::isnan(s.induction) ? std::string("-") : fmt::format("{:.3f}", s.induction),
-               period > 0 ? fmt::format("  {:>10.3f}", s.repeat_induction) : std::string());
+               period > 0 ? fmt::format("  {:>10.3f}", s.repeat_induction) : std::string(),
+               text ? fmt::format("  {:>10}  {:>10}", optional_number(s.word_start), optional_number(s.line_start))
+                    : std::string());
   }
   write_file_atomically(out / "heads.csv", heads_csv(r));
   fmt::print("\nwrote {}\n", (out / "heads.csv").string());

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "data/char_dataset.hpp"
+
 namespace headroom {
 namespace {
 
@@ -30,17 +32,33 @@ void gate_out(TransformerLM<float>& model, const std::vector<std::pair<std::size
 
 // Running sums of the per-query attention statistics of one head.
 struct AttentionSums {
-  double confidence = 0, entropy = 0, previous = 0, induction = 0, repeat = 0;
-  std::size_t queries = 0, induction_queries = 0, repeat_queries = 0;
+  double confidence = 0, entropy = 0, previous = 0, induction = 0, repeat = 0, word = 0, line = 0;
+  std::size_t queries = 0, induction_queries = 0, repeat_queries = 0, word_queries = 0, line_queries = 0;
   std::map<long, std::size_t> offsets;  // query - argmax key -> count
 };
 
 // Adds one batch's weights (B, H, T, T) of one layer to `sums` (one per head).
-// period: the rows' repeat period (0: none).
-void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, std::size_t period,
+// For each position q of row b, the latest p <= q with 1 <= p whose previous token
+// is one of `breaks`, or T when there is none (or no breaks).
+std::vector<std::size_t> segment_starts(const IndexArray& inputs, std::size_t b, const std::vector<Index>& breaks) {
+  const std::size_t T = inputs.shape()[1];
+  std::vector<std::size_t> start(T, T);
+  if (breaks.empty()) return start;
+  std::size_t latest = T;
+  for (std::size_t q = 0; q < T; ++q) {
+    if (q >= 1 && std::find(breaks.begin(), breaks.end(), inputs(b, q - 1)) != breaks.end()) latest = q;
+    start[q] = latest;
+  }
+  return start;
+}
+
+void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, const AttentionProbes& probes,
                    std::vector<AttentionSums>& sums) {
   const std::size_t B = w.shape()[0], H = w.shape()[1], T = w.shape()[2];
+  const std::size_t period = probes.repeat_period;
   for (std::size_t b = 0; b < B; ++b) {
+    const std::vector<std::size_t> word = segment_starts(inputs, b, probes.word_breaks);
+    const std::vector<std::size_t> line = segment_starts(inputs, b, probes.line_breaks);
     // latest[q]: the latest position p < q holding inputs(b, q), or T if none.
     std::vector<std::size_t> latest(T, T);
     std::map<Index, std::size_t> seen;
@@ -72,6 +90,14 @@ void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, std::si
           s.repeat += row[q - period + 1];
           ++s.repeat_queries;
         }
+        if (word[q] < q) {
+          s.word += row[word[q]];
+          ++s.word_queries;
+        }
+        if (line[q] < q) {
+          s.line += row[line[q]];
+          ++s.line_queries;
+        }
       }
     }
   }
@@ -80,7 +106,7 @@ void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, std::si
 }  // namespace
 
 std::vector<HeadStats> attention_statistics(TransformerLM<float>& model, const std::vector<Batch>& batches,
-                                            std::size_t repeat_period) {
+                                            const AttentionProbes& probes) {
   const std::size_t L = model.n_layers();
   const std::size_t H = model.config().n_heads;
   std::vector<std::vector<AttentionSums>> sums(L, std::vector<AttentionSums>(H));
@@ -90,7 +116,7 @@ std::vector<HeadStats> attention_statistics(TransformerLM<float>& model, const s
       const auto [inputs, targets] = shift_tokens(b.tokens);
       std::vector<Tensor<float>> weights;
       model.forward(inputs, &weights);
-      for (std::size_t l = 0; l < L; ++l) add_attention(weights[l].value(), inputs, repeat_period, sums[l]);
+      for (std::size_t l = 0; l < L; ++l) add_attention(weights[l].value(), inputs, probes, sums[l]);
     }
   }
   std::vector<HeadStats> out(L * H);
@@ -107,6 +133,8 @@ std::vector<HeadStats> attention_statistics(TransformerLM<float>& model, const s
       s.induction = a.induction_queries > 0 ? a.induction / static_cast<double>(a.induction_queries)
                                             : std::numeric_limits<double>::quiet_NaN();
       if (a.repeat_queries > 0) s.repeat_induction = a.repeat / static_cast<double>(a.repeat_queries);
+      if (a.word_queries > 0) s.word_start = a.word / static_cast<double>(a.word_queries);
+      if (a.line_queries > 0) s.line_start = a.line / static_cast<double>(a.line_queries);
       // The most frequent offset; ties to the smaller offset (the map is ordered).
       std::size_t best = 0;
       for (const auto& [offset, count] : a.offsets) {
@@ -122,7 +150,7 @@ std::vector<HeadStats> attention_statistics(TransformerLM<float>& model, const s
 }
 
 HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches, bool importance_pass,
-                         std::size_t repeat_period) {
+                         const AttentionProbes& probes) {
   if (batches.empty()) throw std::invalid_argument("analyze_heads: no validation batches");
   const bool was_training = model.is_training();
   model.eval();
@@ -183,7 +211,7 @@ HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& 
   }
 
   // Attention statistics.
-  const std::vector<HeadStats> attention = attention_statistics(model, batches, repeat_period);
+  const std::vector<HeadStats> attention = attention_statistics(model, batches, probes);
   for (std::size_t i = 0; i < attention.size(); ++i) {
     HeadStats& s = report.heads[i];
     const HeadStats& a = attention[i];
@@ -192,11 +220,27 @@ HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& 
     s.previous_token = a.previous_token;
     s.induction = a.induction;
     s.repeat_induction = a.repeat_induction;
+    s.word_start = a.word_start;
+    s.line_start = a.line_start;
     s.dominant_offset = a.dominant_offset;
     s.offset_share = a.offset_share;
   }
   model.train(was_training);
   return report;
+}
+
+AttentionProbes text_probes(const Dataset& data) {
+  AttentionProbes probes;
+  const auto* text = dynamic_cast<const CharDataset*>(&data);
+  if (text == nullptr) return probes;
+  const std::u32string& alphabet = text->alphabet();
+  for (const char32_t c : {U' ', U'\n'}) {
+    const std::size_t id = alphabet.find(c);
+    if (id == std::u32string::npos) continue;
+    probes.word_breaks.push_back(static_cast<Index>(id));
+    if (c == U'\n') probes.line_breaks.push_back(static_cast<Index>(id));
+  }
+  return probes;
 }
 
 RepeatedRows repeated_rows(const std::vector<Batch>& batches) {

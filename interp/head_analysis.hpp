@@ -27,6 +27,12 @@
 //                   on a repeated sequence). On real text the plain induction score
 //                   mixes in every earlier occurrence of a frequent character; this
 //                   one reads only the copy. NaN unless a period is given.
+//   word start      on text, the mean weight on the first character of the query's
+//                   word: the latest position p <= q whose previous token is a word
+//                   break (a space or a line end), over the queries with such a p,
+//                   1 <= p < q (the query itself and the row's first token left out:
+//                   those are a self and a first-token head). NaN without breaks.
+//   line start      the same with line ends alone: in kjv, the start of the verse.
 //
 // The per-query statistics skip query 0, which has one key under the causal mask and
 // so a weight of exactly 1 in every head.
@@ -58,7 +64,21 @@ struct HeadStats {
   double previous_token = 0;
   double induction = 0;          // NaN when no query repeats an earlier token
   double repeat_induction = std::numeric_limits<double>::quiet_NaN();  // with a repeat period only
+  double word_start = std::numeric_limits<double>::quiet_NaN();        // with word breaks only
+  double line_start = std::numeric_limits<double>::quiet_NaN();        // with line breaks only
 };
+
+// What the attention statistics may look for beyond what every row has: a repeat
+// period (repeated_rows) and the token ids that end a word or a line.
+struct AttentionProbes {
+  std::size_t repeat_period = 0;
+  std::vector<Index> word_breaks{}, line_breaks{};
+};
+
+// The probes a dataset's tokens allow: for a character model (CharDataset), the ids
+// of the space and the line end as word breaks and the line end as the line break,
+// where its vocabulary has them; none for a task or a classifier.
+AttentionProbes text_probes(const Dataset& data);
 
 struct HeadReport {
   EvalResult full;               // every head on
@@ -70,17 +90,16 @@ struct HeadReport {
 // gradients zero. Throws std::invalid_argument when `batches` is empty.
 // With importance false, the importance fields stay 0 and no backward pass runs
 // (what train --track-heads needs at every validation, interp/head_tracking.hpp).
-// repeat_period: the period P of rows made by repeated_rows, for repeat_induction
-// (0: none).
+// probes: what else to measure (repeat induction, word and line starts).
 HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& batches, bool importance = true,
-                         std::size_t repeat_period = 0);
+                         const AttentionProbes& probes = {});
 
 // The attention statistics alone (confidence, entropy, dominant offset and its share,
-// previous-token, induction, and repeat induction with a period), layer-major, from
+// previous-token, induction, and what the probes ask for), layer-major, from
 // one forward pass per batch: what analyze_heads reports beside the gating costs,
 // without them. Leaves the model's mode as it was.
 std::vector<HeadStats> attention_statistics(TransformerLM<float>& model, const std::vector<Batch>& batches,
-                                            std::size_t repeat_period = 0);
+                                            const AttentionProbes& probes = {});
 
 // Rows that repeat: each row of `batches` cut to its first P = (T + 1) / 2 tokens,
 // written again from its start until the row is full (T + 1 tokens), every target

@@ -538,8 +538,9 @@ TEST_CASE("claim 10: a previous-token head and an induction head that reads the 
   CHECK(rows[1].summary == "h=4: strongest repeat-induction head 0.750; second / first copy loss 0.320");
   CHECK(rows[0].numbers[1] ==
         "h=4: strongest previous-token head 0.850 (sd 0.050, n 3); strongest repeat-induction head 0.750 (sd 0.050, n "
-        "3); second / first copy loss 0.320 (sd 0.020, n 3); ICL score n/a; heads holding one offset for half their "
-        "queries, over 3 models: 6 at offset 0, 3 at offset 1");
+        "3); second / first copy loss 0.320 (sd 0.020, n 3); strongest word-start head n/a; strongest verse-start "
+        "head n/a; ICL score n/a; heads holding one offset for half their queries, over 3 models: 6 at offset 0, 3 at "
+        "offset 1");
   // No previous-token head: 10a contradicted. An induction head whose model does not
   // read the repeat (the second copy no better): 10b contradicted.
   rows = hr::assess_head_roles(sweep, roles({0.2, 0.25, 0.3}, {0.7, 0.75, 0.8}, {0.9, 0.95, 1.0}));

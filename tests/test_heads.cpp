@@ -196,10 +196,51 @@ TEST_CASE("repeated_rows: each row's first half again, masks per copy, and unifo
   double expected = 0;
   for (std::size_t q = P; q < R - 1; ++q) expected += 1.0 / static_cast<double>(q + 1);
   expected /= static_cast<double>(R - 1 - P);
-  const hr::HeadReport r = hr::analyze_heads(f.model, rep.batches, false, rep.period);
+  const hr::HeadReport r = hr::analyze_heads(f.model, rep.batches, false, {.repeat_period = rep.period});
   for (const hr::HeadStats& s : r.heads) CHECK(s.repeat_induction == doctest::Approx(expected).epsilon(1e-5));
   // Without a period the score is not measured.
   CHECK(std::isnan(hr::analyze_heads(f.model, rep.batches, false).heads[0].repeat_induction));
+}
+
+TEST_CASE("heads: word and line starts under uniform attention, against a count written out here") {
+  Fixture f;
+  for (std::size_t l = 0; l < 2; ++l) {
+    parameter(f.model, fmt::format("blocks.{}.attn.q_proj.weight", l)).mutable_value().fill(0);
+    parameter(f.model, fmt::format("blocks.{}.attn.q_proj.bias", l)).mutable_value().fill(0);
+  }
+  // Two token ids as the breaks: a word starts after either, a line after the first.
+  const hr::Index space = f.batches[0].tokens(0, 1), newline = f.batches[0].tokens(1, 2);
+  const hr::AttentionProbes probes{.repeat_period = 0, .word_breaks = {space, newline}, .line_breaks = {newline}};
+  // Query q weighs every key 1/(q+1); it counts where its segment starts at 1 <= p < q.
+  const auto expected = [&](const std::vector<hr::Index>& breaks) {
+    double sum = 0;
+    std::size_t n = 0;
+    for (const hr::Batch& b : f.batches) {
+      for (std::size_t r = 0; r < b.tokens.shape()[0]; ++r) {
+        for (std::size_t q = 1; q < 8; ++q) {
+          std::size_t p = 0;  // the latest start, 0 when none
+          for (std::size_t k = 1; k <= q; ++k) {
+            if (std::find(breaks.begin(), breaks.end(), b.tokens(r, k - 1)) != breaks.end()) p = k;
+          }
+          if (p >= 1 && p < q) {
+            sum += 1.0 / static_cast<double>(q + 1);
+            ++n;
+          }
+        }
+      }
+    }
+    REQUIRE(n > 0);
+    return sum / static_cast<double>(n);
+  };
+  const double word = expected({space, newline}), line = expected({newline});
+  for (const hr::HeadStats& s : hr::attention_statistics(f.model, f.batches, probes)) {
+    CHECK(s.word_start == doctest::Approx(word).epsilon(1e-5));
+    CHECK(s.line_start == doctest::Approx(line).epsilon(1e-5));
+    CHECK(std::isnan(s.repeat_induction));
+  }
+  // The same through analyze_heads; and nothing measured without breaks.
+  CHECK(hr::analyze_heads(f.model, f.batches, false, probes).heads[3].word_start == doctest::Approx(word).epsilon(1e-5));
+  CHECK(std::isnan(hr::attention_statistics(f.model, f.batches)[0].word_start));
 }
 
 TEST_CASE("headroom heads on a trained repeat model finds the induction head, and --prune writes the curves") {

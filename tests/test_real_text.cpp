@@ -112,6 +112,8 @@ TEST_CASE("train --labelled: a classifier of a TSV file, its counts printed, bea
   CHECK(circuits.output.find("(token |)") != std::string::npos);
   CHECK(circuits.output.find("'<") != std::string::npos);
   CHECK(run_headroom("heads --model " + (dir / "run").string()).status == 0);
+  check_refused("heads --model " + (dir / "run").string() + " --repeat",
+                "--repeat: a classifier's rows end in a separator and a label");
   check_refused("sample --model " + (dir / "run").string(), "is a classifier (labelled " + tsv.string() +
                                                                 "): it predicts a label, it does not write text");
   const CliResult patch = run_headroom("patch --model " + (dir / "run").string() + " --what heads --pairs 8");
@@ -231,6 +233,27 @@ TEST_CASE("train --corpus kjv: a character-level model of the King James Bible, 
   INFO(s.output);
   CHECK(s.status == 0);
   CHECK(s.output.find("And God") != std::string::npos);
+  // heads on a text model: the word-start and verse-start columns, and --repeat's copies.
+  const CliResult heads = run_headroom("heads --model " + (dir / "run").string() + " --repeat --batches 2");
+  INFO(heads.output);
+  REQUIRE(heads.status == 0);
+  CHECK(heads.output.find("repeat-ind  word-start  line-start") != std::string::npos);
+  CHECK(heads.output.find("copies    loss on the first copy ") != std::string::npos);
+  const std::vector<std::string> csv = lines_of(read_file(dir / "run/heads.csv"));
+  REQUIRE(csv.size() == 1 + 2);  // kTiny: 1 layer of 2 heads
+  CHECK(csv.front().find(",repeat_induction,word_start,line_start") != std::string::npos);
+  for (std::size_t i = 1; i < csv.size(); ++i) {
+    const std::vector<std::string> f = fields(csv[i]);
+    REQUIRE(f.size() == 17);
+    // repeat_induction and word_start: every row has repeats and spaces; line_start
+    // where a verse ends inside a row of 33 characters (most rows have none).
+    for (std::size_t c = 14; c < 17; ++c) {
+      if (c == 16 && f[c].empty()) continue;
+      const double v = parse_number(f[c], "a heads.csv score");
+      CHECK(v > 0);
+      CHECK(v < 1);
+    }
+  }
   // A corpus's own defaults: rows of 128 characters, 2000 steps.
   const CliResult defaults = run_headroom("train --corpus kjv --steps 2 --no-save --quiet");
   INFO(defaults.output);
