@@ -149,10 +149,10 @@ Run add_claims_command(CLI::App& app) {
   cmd->footer(
       "The claims: parameter counts, the 1/sqrt(d_k) scale, concatenating heads, several heads vs one, too many "
       "heads, MQA/GQA, the time cost of heads. With --text: the seeds' text-classifier anecdote (8 vs 4 vs 16 heads) "
-      "and heads at fixed computation on the King James Bible.");
+      "heads at fixed computation on the King James Bible, and the previous-token and induction heads of its models.");
   cmd->add_flag("--quick", f->quick,
-                "The small study, a smoke test: about 15 minutes on 2 cores (default: the full study, about 70; with "
-                "--text, about 4 hours)");
+                "The small study, a smoke test: about 15 minutes on 2 cores, 10 with --text (default: the full "
+                "study, about 70 minutes; with --text, hours)");
   cmd->add_flag("--text", f->text,
                 "The claims on real text instead: a character-level classifier of fortunes by topic and a character "
                 "model of the King James Bible, each from 1 to 16 heads at fixed d_model, trained until the val "
