@@ -933,7 +933,7 @@ std::vector<ClaimRow> assess_classifier_heads(const SweepNumbers& sweep) {
              .sweeps = {sweep.name},
              .prediction = "8 heads classify better than 4, by about 2 points of accuracy",
              .rule = "lower rule on the error rate (1 - accuracy), h = 8 vs h = 4: " +
-                     lower_rule_text("h = 8's error rate", 100 * kAccuracyMargin, "accuracy points") +
+                     lower_rule_text("h = 8's error rate", 100 * kAccuracyMargin, "point of accuracy") +
                      ". The gap and its 2-se interval are reported beside the verdict; \"about 2\" is read off them",
              .numbers = {},
              .plot_svg = {},
@@ -980,7 +980,7 @@ std::vector<ClaimRow> assess_classifier_heads(const SweepNumbers& sweep) {
                             100 * eight->val_accuracy.mean, gap_interval(e8, e4));
     a.finding = fmt::format("Four heads: {}; eight: {}; 8 - 4 = {}: {}, so the measurement {} the prediction.",
                             percent(four->val_accuracy), percent(eight->val_accuracy), gap_interval(e8, e4),
-                            describe(lower_outcome(e8, e4, kAccuracyMargin), 100 * kAccuracyMargin, "accuracy points"),
+                            describe(lower_outcome(e8, e4, kAccuracyMargin), 100 * kAccuracyMargin, "point of accuracy"),
                             verdict_word(a.verdict));
   } else {
     a.finding = "The sweep lacks h = 4 or h = 8 among its finished points.";

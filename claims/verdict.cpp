@@ -57,7 +57,10 @@ LowerOutcome lower_outcome(const SeedStats& a, const SeedStats& b, double margin
   return LowerOutcome::within_noise;
 }
 
-std::string describe(LowerOutcome outcome, double margin, const std::string& unit) {
+std::string describe(LowerOutcome outcome, double margin_value, const std::string& unit) {
+  // A margin taken as a share of a measured value (5% of a speed) has many digits;
+  // four significant ones say it.
+  const std::string margin = fmt::format("{:.4g}", margin_value);
   switch (outcome) {
     case LowerOutcome::lower_by_more_than_margin:
       return fmt::format("lower beyond seed noise, by more than the {} {} margin", margin, unit);
