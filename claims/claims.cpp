@@ -1052,7 +1052,9 @@ std::vector<ClaimRow> assess_text_heads(const SweepNumbers& sweep) {
     a.numbers.push_back(bpc_line(*p));
     b.numbers.push_back(bpc_line(*p));
   }
+  // Points with no finished run are left out, as if not in the grid.
   const PointNumbers* one = sweep.find([](const ModelConfig& m) { return m.n_heads == 1; });
+  if (one != nullptr && one->val_loss.n == 0) one = nullptr;
   const PointNumbers* most = nullptr;
   for (const PointNumbers* p : points) {
     if (p->val_loss.n > 0) most = p;
@@ -1060,7 +1062,7 @@ std::vector<ClaimRow> assess_text_heads(const SweepNumbers& sweep) {
   std::vector<const PointNumbers*> several, between;
   for (const PointNumbers* p : points) {
     if (p->config.model.n_heads >= 2) several.push_back(p);
-    if (p != one && p != most) between.push_back(p);
+    if (p->config.model.n_heads > 1 && p != most) between.push_back(p);
   }
   const PointNumbers* best = lowest(several);
   const PointNumbers* inner = lowest(between);

@@ -519,6 +519,15 @@ TEST_CASE("claim 9: bits per character against heads on real text, one head lose
   // Two points: no head count between the ends.
   CHECK(rows[1].verdict == V::inconclusive);
   CHECK_FALSE(rows[1].seeds_can_decide);
+  // A point with no finished run yet (an interrupted study) is not compared: no "nan".
+  hr::SweepNumbers partial{.name = "9-kjv-heads",
+                           .points = {text_point(1, {}, {}, {}), text_point(4, {}, stats(1.4, 0.005, 3), {}),
+                                      text_point(16, {}, stats(1.45, 0.005, 3), {})}};
+  const std::vector<hr::ClaimRow> open = hr::assess_text_heads(partial);
+  CHECK(open[0].verdict == V::inconclusive);
+  CHECK(open[0].summary.empty());
+  CHECK(open[0].finding == "The sweep lacks h = 1 or a larger h among its finished points.");
+  CHECK(open[1].finding.find("needs h = 1") != std::string::npos);
 }
 
 TEST_CASE("claim 10: a previous-token head and an induction head that reads the repeat, at the best point") {
