@@ -152,9 +152,11 @@ int run_heads(const HeadsFlags& flags) {
     const EvalResult first = evaluate_batches(model, repeated.first_copy);
     const EvalResult second = evaluate_batches(model, repeated.second_copy);
     fmt::print("repeated  each row's first {} tokens, then the same again; every target counted\n", period);
-    fmt::print("copies    loss on the first copy {:.4f}, on the second {:.4f} (second / first {:.2f}: below 1, the "
-               "model reads the first copy)\n",
-               first.loss, second.loss, second.loss / first.loss);
+    const double ratio = second.loss / first.loss;
+    fmt::print("copies    loss on the first copy {:.4f}, on the second {:.4f} (second / first {:.2f}: {})\n", first.loss,
+               second.loss, ratio,
+               ratio < 1 ? "below 1, the model reads the first copy"
+                         : "not below 1, the model gains nothing from the first copy");
     val = std::move(repeated.batches);
   }
   const HeadReport r = analyze_heads(model, val, true, probes);

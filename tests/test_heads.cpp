@@ -284,6 +284,7 @@ TEST_CASE("headroom heads on a trained repeat model finds the induction head, an
   REQUIRE(std::sscanf(repeated.output.c_str() + at, "copies    loss on the first copy %lf, on the second %lf", &first,
                       &second) == 2);
   CHECK(second < 0.5 * first);
+  CHECK(repeated.output.find(": below 1, the model reads the first copy)") != std::string::npos);
   const auto rep = read_csv(dir / "rep" / "heads.csv");
   const std::size_t repeat_column = column("repeat_induction");
   REQUIRE(rep[0][repeat_column] == "repeat_induction");
