@@ -38,18 +38,18 @@ struct AttentionSums {
 };
 
 // Adds one batch's weights (B, H, T, T) of one layer to `sums` (one per head).
-// For each position q of row b, the latest p <= q with 1 <= p whose previous token
-// is one of `breaks`, or T when there is none (or no breaks).
-std::vector<std::size_t> segment_starts(const IndexArray& inputs, std::size_t b, const std::vector<Index>& breaks) {
+// For each position q of row b, the latest position k < q holding one of `breaks`,
+// or T when there is none (or no breaks).
+std::vector<std::size_t> latest_breaks(const IndexArray& inputs, std::size_t b, const std::vector<Index>& breaks) {
   const std::size_t T = inputs.shape()[1];
-  std::vector<std::size_t> start(T, T);
-  if (breaks.empty()) return start;
-  std::size_t latest = T;
+  std::vector<std::size_t> latest(T, T);
+  if (breaks.empty()) return latest;
+  std::size_t last = T;
   for (std::size_t q = 0; q < T; ++q) {
-    if (q >= 1 && std::find(breaks.begin(), breaks.end(), inputs(b, q - 1)) != breaks.end()) latest = q;
-    start[q] = latest;
+    latest[q] = last;
+    if (std::find(breaks.begin(), breaks.end(), inputs(b, q)) != breaks.end()) last = q;
   }
-  return start;
+  return latest;
 }
 
 void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, const AttentionProbes& probes,
@@ -57,8 +57,8 @@ void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, const A
   const std::size_t B = w.shape()[0], H = w.shape()[1], T = w.shape()[2];
   const std::size_t period = probes.repeat_period;
   for (std::size_t b = 0; b < B; ++b) {
-    const std::vector<std::size_t> word = segment_starts(inputs, b, probes.word_breaks);
-    const std::vector<std::size_t> line = segment_starts(inputs, b, probes.line_breaks);
+    const std::vector<std::size_t> word = latest_breaks(inputs, b, probes.word_breaks);
+    const std::vector<std::size_t> line = latest_breaks(inputs, b, probes.line_breaks);
     // latest[q]: the latest position p < q holding inputs(b, q), or T if none.
     std::vector<std::size_t> latest(T, T);
     std::map<Index, std::size_t> seen;
@@ -90,11 +90,12 @@ void add_attention(const xt::xarray<float>& w, const IndexArray& inputs, const A
           s.repeat += row[q - period + 1];
           ++s.repeat_queries;
         }
-        if (word[q] < q) {
+        // A break just before the query is its previous token: left to prev-token.
+        if (word[q] < T && word[q] + 1 < q) {
           s.word += row[word[q]];
           ++s.word_queries;
         }
-        if (line[q] < q) {
+        if (line[q] < T && line[q] + 1 < q) {
           s.line += row[line[q]];
           ++s.line_queries;
         }

@@ -27,12 +27,13 @@
 //                   on a repeated sequence). On real text the plain induction score
 //                   mixes in every earlier occurrence of a frequent character; this
 //                   one reads only the copy. NaN unless a period is given.
-//   word start      on text, the mean weight on the first character of the query's
-//                   word: the latest position p <= q whose previous token is a word
-//                   break (a space or a line end), over the queries with such a p,
-//                   1 <= p < q (the query itself and the row's first token left out:
-//                   those are a self and a first-token head). NaN without breaks.
-//   line start      the same with line ends alone: in kjv, the start of the verse.
+//   word start      on text, the mean weight on the break that opens the query's word:
+//                   the latest position k < q holding a word break (a space or a line
+//                   end), over the queries with such a k at k <= q - 2 (a break just
+//                   before the query is its previous token, which prev-token counts).
+//                   A head that reads the current word from its boundary scores near
+//                   1. NaN without breaks.
+//   line start      the same with line ends alone: in kjv, the end of the verse before.
 //
 // The per-query statistics skip query 0, which has one key under the causal mask and
 // so a weight of exactly 1 in every head.

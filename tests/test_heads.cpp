@@ -211,18 +211,23 @@ TEST_CASE("heads: word and line starts under uniform attention, against a count 
   // Two token ids as the breaks: a word starts after either, a line after the first.
   const hr::Index space = f.batches[0].tokens(0, 1), newline = f.batches[0].tokens(1, 2);
   const hr::AttentionProbes probes{.repeat_period = 0, .word_breaks = {space, newline}, .line_breaks = {newline}};
-  // Query q weighs every key 1/(q+1); it counts where its segment starts at 1 <= p < q.
+  // Query q weighs every key 1/(q+1); it counts where the latest break before it is
+  // at least two positions back.
   const auto expected = [&](const std::vector<hr::Index>& breaks) {
     double sum = 0;
     std::size_t n = 0;
     for (const hr::Batch& b : f.batches) {
       for (std::size_t r = 0; r < b.tokens.shape()[0]; ++r) {
         for (std::size_t q = 1; q < 8; ++q) {
-          std::size_t p = 0;  // the latest start, 0 when none
-          for (std::size_t k = 1; k <= q; ++k) {
-            if (std::find(breaks.begin(), breaks.end(), b.tokens(r, k - 1)) != breaks.end()) p = k;
+          bool found = false;
+          std::size_t k = 0;  // the latest break before q
+          for (std::size_t j = 0; j < q; ++j) {
+            if (std::find(breaks.begin(), breaks.end(), b.tokens(r, j)) != breaks.end()) {
+              found = true;
+              k = j;
+            }
           }
-          if (p >= 1 && p < q) {
+          if (found && k + 2 <= q) {
             sum += 1.0 / static_cast<double>(q + 1);
             ++n;
           }
