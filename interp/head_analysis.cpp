@@ -160,12 +160,11 @@ HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& 
   HeadReport report;
   gate_out(model, {});
   report.full = evaluate_batches(model, batches);
-  report.heads.resize(L * H);
+  // The attention statistics first, every gate open: each head's entry, layer-major.
+  report.heads = attention_statistics(model, batches, probes);
   for (std::size_t l = 0; l < L; ++l) {
     for (std::size_t h = 0; h < H; ++h) {
       HeadStats& s = report.heads[l * H + h];
-      s.layer = l;
-      s.head = h;
       gate_out(model, {{l, h}});
       s.masked = evaluate_batches(model, batches);
       s.loss_increase = s.masked.loss - report.full.loss;
@@ -211,21 +210,6 @@ HeadReport analyze_heads(TransformerLM<float>& model, const std::vector<Batch>& 
     }
   }
 
-  // Attention statistics.
-  const std::vector<HeadStats> attention = attention_statistics(model, batches, probes);
-  for (std::size_t i = 0; i < attention.size(); ++i) {
-    HeadStats& s = report.heads[i];
-    const HeadStats& a = attention[i];
-    s.confidence = a.confidence;
-    s.entropy = a.entropy;
-    s.previous_token = a.previous_token;
-    s.induction = a.induction;
-    s.repeat_induction = a.repeat_induction;
-    s.word_start = a.word_start;
-    s.line_start = a.line_start;
-    s.dominant_offset = a.dominant_offset;
-    s.offset_share = a.offset_share;
-  }
   model.train(was_training);
   return report;
 }

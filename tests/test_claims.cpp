@@ -48,6 +48,27 @@ std::size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
+// The command claims.md prints for a sweep (the line starting "headroom <prefix>") is
+// that very sweep: rerun, ablate finds the runs the study finished (every one, or the
+// compared points' alone where a round grew it, as the sweep's row in claims.md
+// counts them) and fills the grid's others.
+void check_printed_command(const std::string& md, const std::string& sweep, const std::string& prefix) {
+  const std::string row = "| [" + sweep + "](" + sweep + "/summary.md) | ";
+  REQUIRE(md.find(row) != std::string::npos);
+  std::size_t finished = 0, grid = 0;
+  REQUIRE(std::sscanf(md.c_str() + md.find(row) + row.size(), "%zu (%zu)", &finished, &grid) == 2);
+  const std::string program = "headroom ";
+  const std::size_t at = md.find(program + prefix);
+  REQUIRE(at != std::string::npos);
+  const std::string command = md.substr(at + program.size(), md.find('\n', at) - at - program.size());
+  const CliResult r = run_headroom(command + " --jobs 2");
+  INFO(command);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find(fmt::format(": {} finished before (skipped), {} to run", finished, grid - finished)) !=
+        std::string::npos);
+}
+
 }  // namespace
 
 // ---- the verdict rules ------------------------------------------------------------
@@ -830,22 +851,7 @@ TEST_CASE("headroom claims --text: the smoke study on the corpora end to end, re
   r = run_headroom("claims --text --budget smoke --jobs 2 --out " + dir.string());
   CHECK(r.status == 0);
   CHECK(count_of(r.output, "finished before (skipped), 0 to run") == count_of(r.output, " to run\n"));
-  // The classifier sweep's printed command is that sweep: ablate finds the runs the
-  // study finished (every one, or the compared points' alone where a round grew it)
-  // and fills the grid's others.
-  const std::string row = "| [8-classifier-heads](8-classifier-heads/summary.md) | ";
-  REQUIRE(md.find(row) != std::string::npos);
-  std::size_t finished = 0, grid = 0;
-  REQUIRE(std::sscanf(md.c_str() + md.find(row) + row.size(), "%zu (%zu)", &finished, &grid) == 2);
-  const std::string program = "headroom ";
-  const std::size_t at = md.find(program + "ablate --corpus fortunes-topic");
-  REQUIRE(at != std::string::npos);
-  const std::string command = md.substr(at + program.size(), md.find('\n', at) - at - program.size());
-  r = run_headroom(command + " --jobs 2");
-  INFO(command);
-  CHECK(r.status == 0);
-  CHECK(r.output.find(fmt::format(": {} finished before (skipped), {} to run", finished, grid - finished)) !=
-        std::string::npos);
+  check_printed_command(md, "8-classifier-heads", "ablate --corpus fortunes-topic");
 }
 
 TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep rerun by its printed command") {
@@ -885,15 +891,6 @@ TEST_CASE("headroom claims: the smoke study end to end, resumed, and one sweep r
   CHECK(count_of(r.output, "finished before (skipped), 0 to run") >= 6);  // rounds replayed: more sweep passes
   CHECK(count_of(r.output, "finished before (skipped), 0 to run") == count_of(r.output, " to run\n"));
 
-  // The command printed for a sweep is that very sweep: ablate finds its finished runs
-  // and fills the grid's others.
-  const std::string program = "headroom ";
-  const std::size_t at = md.find(program + "ablate --task lags --vocab 19 --layers 1 --attn-only --norm none --d-model 48");
-  REQUIRE(at != std::string::npos);
-  const std::string command = md.substr(at + program.size(), md.find('\n', at) - at - program.size());
-  r = run_headroom(command + " --jobs 2");
-  INFO(command);
-  CHECK(r.status == 0);
-  CHECK(r.output.find(fmt::format(": {} finished before (skipped), {} to run", finished, grid - finished)) !=
-        std::string::npos);
+  check_printed_command(md, "4-heads-lags",
+                        "ablate --task lags --vocab 19 --layers 1 --attn-only --norm none --d-model 48");
 }
